@@ -1,0 +1,66 @@
+"""The one error type of `ecpa` and its stable codes (PROFILE §3).
+
+Every failure the library reports is an :class:`EcpaError`. Its ``code`` is one of the
+strings of :class:`ErrorCode`; callers and tests compare codes, never message text. The
+``detail`` is for people: it says what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["EcpaError", "ErrorCode"]
+
+
+class ErrorCode(str, Enum):
+    """Stable error codes. The value is the string a conforming verifier returns."""
+
+    TOO_LARGE = "ATTESTATION_TOO_LARGE"
+    MALFORMED_JWS = "ATTESTATION_MALFORMED_JWS"
+    MALFORMED_JSON = "ATTESTATION_MALFORMED_JSON"
+    DUPLICATE_KEY = "ATTESTATION_DUPLICATE_KEY"
+    UNSUPPORTED_VALUE = "ATTESTATION_UNSUPPORTED_VALUE"
+    UNKNOWN_CRITICAL_HEADER = "ATTESTATION_UNKNOWN_CRITICAL_HEADER"
+    WRONG_ALGORITHM = "ATTESTATION_WRONG_ALGORITHM"
+    WRONG_TYPE = "ATTESTATION_WRONG_TYPE"
+    WRONG_PROFILE = "ATTESTATION_WRONG_PROFILE"
+    UNKNOWN_KEY = "ATTESTATION_UNKNOWN_KEY"
+    NONCANONICAL_PAYLOAD = "ATTESTATION_NONCANONICAL_PAYLOAD"
+    INVALID_STATEMENT = "ATTESTATION_INVALID_STATEMENT"
+    KEY_MISMATCH = "ATTESTATION_KEY_MISMATCH"
+    UNKNOWN_CRITICAL_CLAIM = "ATTESTATION_UNKNOWN_CRITICAL_CLAIM"
+    TRUST_POLICY = "ATTESTATION_TRUST_POLICY"
+    INVALID_SIGNATURE = "ATTESTATION_INVALID_SIGNATURE"
+    NOT_YET_VALID = "ATTESTATION_NOT_YET_VALID"
+    EXPIRED = "ATTESTATION_EXPIRED"
+    INVALID_TIME = "ATTESTATION_INVALID_TIME"
+    BINDING_MISMATCH = "ATTESTATION_BINDING_MISMATCH"
+    REPLAYED_NONCE = "REPLAYED_NONCE"
+    TRUST_STORE_CONFIG = "ATTESTATION_TRUST_STORE_CONFIG"
+    INVALID_KEY = "ECPA_INVALID_KEY"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class EcpaError(Exception):
+    """Every failure of `ecpa`: a stable ``code`` and a human ``detail``.
+
+    ``code`` is an :class:`ErrorCode` (a ``str``), so ``err.code == "ATTESTATION_EXPIRED"``
+    holds. ``detail`` names what was expected and what was found.
+    """
+
+    code: ErrorCode
+    detail: str
+
+    def __init__(self, code: ErrorCode, detail: str) -> None:
+        super().__init__(f"{code.value}: {detail}")
+        self.code = code
+        self.detail = detail
+
+    def __repr__(self) -> str:
+        return f"EcpaError({self.code.value!r}, {self.detail!r})"
+
+    def __reduce__(self) -> tuple[type[EcpaError], tuple[ErrorCode, str]]:
+        # Keeps the error picklable across process pools (bench, `--jobs`).
+        return (type(self), (self.code, self.detail))

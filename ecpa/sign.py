@@ -1,0 +1,64 @@
+"""The producer (PROFILE §6): validate, canonicalize, sign."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ecpa import jws
+from ecpa._b64 import b64u_encode
+from ecpa._json import parse_object
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.jcs import canonicalize
+from ecpa.keys import SigningKey
+from ecpa.statement import Statement, check_statement
+
+__all__ = ["Signed", "sign"]
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A signed statement: the canonical payload bytes and the detached compact JWS."""
+
+    payload: bytes
+    detached_jws: str
+    statement: Statement
+
+
+def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
+    """Sign a statement with ``key``; the header ``kid`` is the statement's ``kid``.
+
+    The statement is checked as ``verify`` would check it (PROFILE §3 steps 1, 12-17), so
+    nothing is signed that a verifier must refuse as a statement. The same statement and key
+    always give the same bytes.
+
+    Raises:
+        EcpaError: ``ATTESTATION_INVALID_STATEMENT``, ``ATTESTATION_WRONG_PROFILE``,
+            ``ATTESTATION_UNKNOWN_CRITICAL_CLAIM``, ``ATTESTATION_UNSUPPORTED_VALUE`` (a value
+            JSON cannot carry) or ``ATTESTATION_TOO_LARGE``.
+    """
+    if isinstance(statement, Statement):
+        data: Any = statement.to_dict()
+    elif isinstance(statement, Mapping):
+        data = dict(statement)
+    else:
+        raise EcpaError(
+            ErrorCode.INVALID_STATEMENT,
+            f"expected a statement object, found {type(statement).__name__}",
+        )
+    payload = canonicalize(data)
+    if len(payload) > jws.MAX_PAYLOAD_LENGTH:
+        raise EcpaError(
+            ErrorCode.TOO_LARGE,
+            f"expected a payload of at most {jws.MAX_PAYLOAD_LENGTH} bytes, found {len(payload)}",
+        )
+    # Parse the bytes we will sign, not the caller's objects: what is checked is what is signed.
+    checked = check_statement(parse_object(payload, what="payload"))
+    header_b64 = jws.encode_header(checked.kid)
+    signature = key.sign(jws.signing_input(header_b64, payload))
+    return Signed(
+        payload=payload,
+        detached_jws=f"{header_b64}..{b64u_encode(signature)}",
+        statement=checked,
+    )

@@ -1,0 +1,209 @@
+"""The trust store (PROFILE §5): which key may speak for which issuer, subjects and window.
+
+A trust store document is ``{"schema": "ecpa-trust-store/0.1", "keys": [ENTRY, ...]}``.
+Everything wrong with it is refused when it is loaded, with
+``ATTESTATION_TRUST_STORE_CONFIG``; ``verify`` never sees a half-valid store.
+``schemas/trust-store.schema.json`` is generated from :class:`TrustStoreDocument`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
+
+from ecpa._json import parse_object
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.keys import VerifyKey
+from ecpa.statement import NonEmptyStr, SafeInt
+
+__all__ = ["TRUST_STORE_SCHEMA", "TrustEntry", "TrustStore", "TrustStoreDocument", "TrustedKey"]
+
+TRUST_STORE_SCHEMA = "ecpa-trust-store/0.1"
+MAX_TRUST_STORE_BYTES = 16 * 1024 * 1024
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True)
+
+
+class TrustEntry(BaseModel):
+    """One trusted key, in the shape of the corpus's ``keys`` items.
+
+    The key is given in exactly one form: ``public_key_b64`` (32 raw bytes, base64url),
+    ``public_key_jwk`` (an RFC 8037 OKP JWK) or ``public_key_pem`` (PEM SubjectPublicKeyInfo).
+    """
+
+    model_config = _CONFIG
+
+    issuer: NonEmptyStr
+    kid: NonEmptyStr
+    public_key_b64: str | None = None
+    public_key_jwk: dict[str, Any] | None = None
+    public_key_pem: str | None = None
+    subjects: Annotated[list[NonEmptyStr], Field(min_length=1)]
+    enabled: StrictBool
+    not_before: SafeInt
+    not_after: SafeInt
+
+    @model_validator(mode="after")
+    def _coherent(self) -> TrustEntry:
+        forms = [
+            name
+            for name in ("public_key_b64", "public_key_jwk", "public_key_pem")
+            if getattr(self, name) is not None
+        ]
+        if len(forms) != 1:
+            raise ValueError(
+                "expected exactly one of public_key_b64, public_key_jwk, public_key_pem, "
+                f"found {forms or 'none'}"
+            )
+        if self.not_before > self.not_after:
+            raise ValueError(
+                f"expected not_before <= not_after, found {self.not_before} > {self.not_after}"
+            )
+        return self
+
+    def verify_key(self) -> VerifyKey:
+        """The entry's checked public key. Raises ``EcpaError`` (``ECPA_INVALID_KEY``)."""
+        if self.public_key_b64 is not None:
+            return VerifyKey.from_b64(self.public_key_b64)
+        if self.public_key_jwk is not None:
+            return VerifyKey.from_jwk(self.public_key_jwk)
+        assert self.public_key_pem is not None
+        return VerifyKey.from_pem(self.public_key_pem)
+
+
+class TrustStoreDocument(BaseModel):
+    """The trust store file: ``{"schema": "ecpa-trust-store/0.1", "keys": [...]}``."""
+
+    model_config = _CONFIG
+
+    store_schema: Literal["ecpa-trust-store/0.1"] = Field(alias="schema")
+    keys: list[TrustEntry]
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """A loaded entry: its document form and its checked key."""
+
+    entry: TrustEntry
+    key: VerifyKey
+
+    def check(self, subject: str, now: int) -> None:
+        """PROFILE §3 step 18 after the lookup: enabled, subject allowed, ``now`` in window.
+
+        Raises:
+            EcpaError: ``ATTESTATION_TRUST_POLICY``.
+        """
+        entry = self.entry
+        who = f"key ({entry.issuer!r}, {entry.kid!r})"
+        if not entry.enabled:
+            raise EcpaError(
+                ErrorCode.TRUST_POLICY, f"expected an enabled key, found {who} disabled"
+            )
+        if subject not in entry.subjects:
+            raise EcpaError(
+                ErrorCode.TRUST_POLICY,
+                f"expected a subject among {entry.subjects} for {who}, found {subject!r}",
+            )
+        if not entry.not_before <= now <= entry.not_after:
+            raise EcpaError(
+                ErrorCode.TRUST_POLICY,
+                f"expected now within [{entry.not_before}, {entry.not_after}] for {who}, "
+                f"found now = {now}",
+            )
+
+
+def _config_error(detail: str) -> EcpaError:
+    return EcpaError(ErrorCode.TRUST_STORE_CONFIG, detail)
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(part) for part in err["loc"]) or "document"
+    if err["type"] == "missing":
+        return f"expected member {loc!r}, found it missing"
+    found = repr(err.get("input"))
+    if len(found) > 60:
+        found = found[:57] + "..."
+    return f"{loc}: {err['msg']}; found {found}"
+
+
+class TrustStore:
+    """Trusted Ed25519 keys, looked up by ``(issuer, kid)``.
+
+    Build it with :meth:`from_dict` or :meth:`load`; both refuse a bad document whole.
+    """
+
+    __slots__ = ("_keys", "document")
+
+    def __init__(self, document: TrustStoreDocument) -> None:
+        """From a validated document. Raises ``EcpaError`` (``ATTESTATION_TRUST_STORE_CONFIG``)."""
+        keys: dict[tuple[str, str], TrustedKey] = {}
+        for index, entry in enumerate(document.keys):
+            ident = (entry.issuer, entry.kid)
+            if ident in keys:
+                raise _config_error(
+                    f"keys.{index}: expected unique (issuer, kid), found {ident!r} again"
+                )
+            try:
+                key = entry.verify_key()
+            except EcpaError as exc:
+                raise _config_error(f"keys.{index} {ident!r}: {exc.detail}") from None
+            keys[ident] = TrustedKey(entry, key)
+        self._keys = keys
+        self.document = document
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> TrustStore:
+        """From a trust store document already parsed from JSON.
+
+        Raises:
+            EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` naming the first problem.
+        """
+        try:
+            document = TrustStoreDocument.model_validate(doc)
+        except ValidationError as exc:
+            raise _config_error(_describe(exc)) from None
+        return cls(document)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrustStore:
+        """Read a trust store JSON file (strict JSON, at most 16 MiB).
+
+        Raises:
+            EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable or invalid file.
+        """
+        path = Path(path)
+        try:
+            with path.open("rb") as fh:
+                data = fh.read(MAX_TRUST_STORE_BYTES + 1)
+        except OSError as exc:
+            raise _config_error(
+                f"expected a readable file at {path}, found: {exc.strerror}"
+            ) from None
+        if len(data) > MAX_TRUST_STORE_BYTES:
+            raise _config_error(
+                f"expected a trust store of at most {MAX_TRUST_STORE_BYTES} bytes, found more"
+            )
+        try:
+            doc = parse_object(data, what=str(path))
+        except EcpaError as exc:
+            raise _config_error(exc.detail) from None
+        return cls.from_dict(doc)
+
+    def lookup(self, issuer: str, kid: str) -> TrustedKey | None:
+        """The entry for ``(issuer, kid)``, or ``None``. Names compare exactly, unnormalized."""
+        return self._keys.get((issuer, kid))
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Any:
+        return iter(self._keys.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document as plain JSON values."""
+        return self.document.model_dump(by_alias=True, exclude_none=True)

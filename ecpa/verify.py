@@ -1,0 +1,192 @@
+"""The verifier: PROFILE §3, every check in its order, the first failure wins."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ecpa import jws
+from ecpa._json import parse_object
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.jcs import canonicalize
+from ecpa.replay import ReplayFence
+from ecpa.statement import NonEmptyStr, SafeInt, Statement, check_statement
+from ecpa.trust import TrustedKey, TrustStore
+
+__all__ = ["Binding", "Policy", "Verified", "verify"]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class Policy(BaseModel):
+    """Time policy, in whole seconds (PROFILE §3 steps 21-23). Defaults: 0, 300, 300."""
+
+    model_config = _CONFIG
+
+    clock_skew: SafeInt = 0
+    max_ttl: SafeInt = 300
+    max_observation_age: SafeInt = 300
+
+
+class Binding(BaseModel):
+    """The six values a statement must carry to count for this launch (PROFILE §3 step 24)."""
+
+    model_config = _CONFIG
+
+    plan_id: NonEmptyStr
+    launch_id: NonEmptyStr
+    plugin_id: NonEmptyStr
+    artifact_digest: NonEmptyStr
+    process_epoch: SafeInt
+    challenge_nonce: NonEmptyStr
+
+    def mismatches(self, statement: Statement) -> list[str]:
+        """Names of the binding values ``statement`` does not carry."""
+        found = {
+            "plan_id": statement.plan_id,
+            "launch_id": statement.launch_id,
+            "plugin_id": statement.plugin_id,
+            "artifact_digest": statement.artifact_digest,
+            "process_epoch": statement.process.epoch,
+            "challenge_nonce": statement.challenge_nonce,
+        }
+        return [name for name, value in found.items() if getattr(self, name) != value]
+
+
+DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A statement that passed every check, beside the exact bytes it was verified from."""
+
+    statement: Statement
+    payload: bytes
+    header: dict[str, Any]
+    trusted_key: TrustedKey
+
+
+def _as_bytes(payload: Any) -> bytes:
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, (bytearray, memoryview)):
+        return bytes(payload)
+    raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+
+
+def _as_text(detached_jws: Any) -> str:
+    if isinstance(detached_jws, str):
+        return detached_jws
+    if isinstance(detached_jws, (bytes, bytearray, memoryview)):
+        raw = bytes(detached_jws)
+        if len(raw) > jws.MAX_JWS_LENGTH:  # step 1 comes before decoding, too
+            raise EcpaError(
+                ErrorCode.TOO_LARGE,
+                f"expected a JWS of at most {jws.MAX_JWS_LENGTH} characters, found {len(raw)}",
+            )
+        try:
+            return raw.decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise EcpaError(
+                ErrorCode.MALFORMED_JWS,
+                f"expected ASCII JWS text, found byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+            ) from None
+    raise TypeError(f"detached_jws must be str, not {type(detached_jws).__name__}")
+
+
+def _check_times(st: Statement, now: int, policy: Policy) -> None:
+    skew = policy.clock_skew
+    if st.issued_at > now + skew or st.observed_at > now + skew:  # step 21
+        which = "issued_at" if st.issued_at > now + skew else "observed_at"
+        raise EcpaError(
+            ErrorCode.NOT_YET_VALID,
+            f"expected {which} <= now + skew = {now + skew}, found {getattr(st, which)}",
+        )
+    if st.expires_at < now - skew:  # step 22: expires_at == now is still valid
+        raise EcpaError(
+            ErrorCode.EXPIRED,
+            f"expected expires_at >= now - skew = {now - skew}, found {st.expires_at}",
+        )
+    if not st.observed_at <= st.issued_at <= st.expires_at:  # step 23
+        raise EcpaError(
+            ErrorCode.INVALID_TIME,
+            "expected observed_at <= issued_at <= expires_at, found "
+            f"{st.observed_at}, {st.issued_at}, {st.expires_at}",
+        )
+    if st.expires_at - st.issued_at > policy.max_ttl:
+        raise EcpaError(
+            ErrorCode.INVALID_TIME,
+            f"expected expires_at - issued_at <= max TTL {policy.max_ttl}, "
+            f"found {st.expires_at - st.issued_at}",
+        )
+    if now - st.observed_at > policy.max_observation_age + skew:
+        raise EcpaError(
+            ErrorCode.INVALID_TIME,
+            f"expected now - observed_at <= max observation age + skew = "
+            f"{policy.max_observation_age + skew}, found {now - st.observed_at}",
+        )
+
+
+def verify(
+    payload: bytes,
+    detached_jws: str,
+    trust_store: TrustStore,
+    *,
+    now: int,
+    policy: Policy = DEFAULT_POLICY,
+    binding: Binding | None = None,
+    replay: ReplayFence | None = None,
+) -> Verified:
+    """Verify a detached JWS over ``payload`` by PROFILE §3 at time ``now`` (Unix seconds).
+
+    ``binding``, when given, must match the statement (step 24); ``replay``, when given,
+    accepts each ``challenge_nonce`` once and records it only when everything else passed.
+
+    Returns:
+        :class:`Verified`, holding the statement and the exact payload bytes.
+
+    Raises:
+        EcpaError: the code of the first failed check, for any input bytes at all.
+        TypeError: ``payload`` is not bytes, ``detached_jws`` not str or bytes, ``now`` not int.
+    """
+    payload = _as_bytes(payload)
+    text = _as_text(detached_jws)
+    if not isinstance(now, int) or isinstance(now, bool):
+        raise TypeError(f"now must be an int (Unix seconds), not {type(now).__name__}")
+    jws.check_sizes(text, payload)  # step 1
+    header_b64, signature_b64 = jws.split_detached(text)  # step 2
+    _, header = jws.parse_header(header_b64)  # steps 3-11
+    kid: str = header["kid"]
+    obj = parse_object(payload, what="payload")  # step 12
+    try:
+        canonical = canonicalize(obj)
+    except EcpaError:  # unreachable after a strict parse; a difference all the same
+        canonical = None
+    if payload != canonical:  # step 13
+        raise EcpaError(
+            ErrorCode.NONCANONICAL_PAYLOAD,
+            "expected the payload bytes to be their own RFC 8785 canonical form, found other bytes",
+        )
+    statement = check_statement(obj, header_kid=kid)  # steps 14-17
+    trusted = trust_store.lookup(statement.issuer, kid)  # step 18
+    if trusted is None:
+        raise EcpaError(
+            ErrorCode.UNKNOWN_KEY,
+            f"expected a trusted key for issuer {statement.issuer!r} and kid {kid!r}, found none",
+        )
+    trusted.check(statement.subject, now)
+    signature = jws.signature_bytes(signature_b64)  # step 19
+    trusted.key.verify(signature, jws.signing_input(header_b64, payload))  # step 20
+    _check_times(statement, now, policy)  # steps 21-23
+    if binding is not None:  # step 24
+        wrong = binding.mismatches(statement)
+        if wrong:
+            raise EcpaError(
+                ErrorCode.BINDING_MISMATCH,
+                f"expected the statement bound to this launch, found other {', '.join(wrong)}",
+            )
+    if replay is not None:  # step 25: recorded atomically with acceptance, nothing after
+        replay.check_and_record(statement.challenge_nonce, expires_at=statement.expires_at)
+    return Verified(statement=statement, payload=payload, header=header, trusted_key=trusted)
