@@ -5,10 +5,10 @@ order. OpenSSL accepts small-order keys, and with them signatures forged without
 key (see ``ed25519-small-order-keys.json`` in the conformance data), so the check is ours.
 
 The small-order test needs no point arithmetic. The eight points of order dividing 8 have
-``y`` in ``{1, -1, 0}`` (orders 1, 2, 4) or satisfy ``y**4 == -1/d`` (order 8): doubling a
-point gives ``y' = (y**2 - x**2) / (2 + x**2 - y**2)``, which is 0 (an order-4 point) exactly
-when ``y**2 == x**2``, and then the curve equation ``-x**2 + y**2 = 1 + d x**2 y**2`` leaves
-``d y**4 = -1``.
+``y`` in ``{1, -1, 0}`` (orders 1, 2, 4) or satisfy ``d*y**4 + 2*y**2 - 1 == 0`` (order 8):
+doubling a point on ``-x**2 + y**2 = 1 + d*x**2*y**2`` gives
+``y' = (y**2 + x**2) / (2 + x**2 - y**2)``, which is 0 (an order-4 point) exactly when
+``x**2 == -y**2``; put into the curve equation, that leaves ``2*y**2 = 1 - d*y**4``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ __all__ = ["SigningKey", "VerifyKey"]
 
 _P = 2**255 - 19
 _D = (-121665 * pow(121666, -1, _P)) % _P
-_ORDER8_Y4 = (-pow(_D, -1, _P)) % _P
 _SIGNATURE_LEN = 64
 _KEY_LEN = 32
 
@@ -59,7 +58,7 @@ def check_public_key(raw: bytes) -> None:
         raise _bad("expected a point on Ed25519, found an encoding with no x coordinate")
     if x2 == 0 and x_odd:
         raise _bad("expected a canonical point encoding, found x = 0 with the sign bit set")
-    if y in (0, 1, _P - 1) or pow(y, 4, _P) == _ORDER8_Y4:
+    if y in (0, 1, _P - 1) or (_D * pow(y, 4, _P) + 2 * y2 - 1) % _P == 0:
         raise _bad(
             "expected a public key of large order, found a small-order point "
             "(it accepts forged signatures)"
