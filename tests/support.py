@@ -144,9 +144,7 @@ def header_bytes(**changes: Any) -> bytes:
     return ecpa.canonicalize(header)
 
 
-def sign_raw(
-    header: bytes | str, payload: bytes, key: ecpa.SigningKey = KEY_1
-) -> str:
+def sign_raw(header: bytes | str, payload: bytes, key: ecpa.SigningKey = KEY_1) -> str:
     """A detached JWS with a *valid* signature over arbitrary header and payload bytes,
     so that tests can reach late checks with defects the signer would refuse.
     ``header`` is raw bytes (encoded here) or an already-encoded segment."""
@@ -160,8 +158,9 @@ def payload_of(st: dict[str, Any]) -> bytes:
     return ecpa.canonicalize(st)
 
 
-def code_of(payload: bytes, jws: str | bytes, trust: ecpa.TrustStore | None = None,
-            **kwargs: Any) -> str:
+def code_of(
+    payload: bytes, jws: str | bytes, trust: ecpa.TrustStore | None = None, **kwargs: Any
+) -> str:
     """Verify and return "OK" or the error code, as the corpus records it."""
     kwargs.setdefault("now", NOW)
     try:
