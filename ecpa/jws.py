@@ -54,8 +54,8 @@ def signing_input(header_b64: str, payload: bytes) -> bytes:
     return f"{header_b64}.{b64u_encode(payload)}".encode("ascii")
 
 
-def check_sizes(detached_jws: str, payload: bytes) -> None:
-    """PROFILE §3 step 1: bounds before any parsing."""
+def check_sizes(detached_jws: str | bytes, payload: bytes) -> None:
+    """PROFILE §3 step 1: bounds before any parsing (the JWS in characters or bytes)."""
     if len(detached_jws) > MAX_JWS_LENGTH:
         raise EcpaError(
             ErrorCode.TOO_LARGE,

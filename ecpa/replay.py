@@ -2,7 +2,8 @@
 
 A fence is consulted last, after every other check has passed, and records the nonce in the
 same step that accepts it, so a statement refused for any other reason never consumes its
-nonce. The durable SQLite fence lives beside this one (RUNTIME.md).
+nonce. A durable SQLite fence, shared by several verifier processes, comes with the evidence
+log (RUNTIME.md); any object with ``check_and_record`` can serve meanwhile.
 """
 
 from __future__ import annotations

@@ -29,8 +29,10 @@ class Signed:
 def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
     """Sign a statement with ``key``; the header ``kid`` is the statement's ``kid``.
 
-    The statement is checked as ``verify`` would check it (PROFILE §3 steps 1, 12-17), so
-    nothing is signed that a verifier must refuse as a statement. The same statement and key
+    The statement is checked as ``verify`` would check it (PROFILE §3 steps 1, 12-15 and
+    17; step 16 holds by construction, the header ``kid`` being the statement's), so nothing
+    is signed that a verifier must refuse. A Python ``float`` is refused even where JCS would
+    write it as an integer: the statement's numbers are integers. The same statement and key
     always give the same bytes.
 
     Raises:
@@ -47,6 +49,7 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
             ErrorCode.INVALID_STATEMENT,
             f"expected a statement object, found {type(statement).__name__}",
         )
+    _refuse_floats(data)
     payload = canonicalize(data)
     if len(payload) > jws.MAX_PAYLOAD_LENGTH:
         raise EcpaError(
@@ -57,8 +60,27 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
     checked = check_statement(parse_object(payload, what="payload"))
     header_b64 = jws.encode_header(checked.kid)
     signature = key.sign(jws.signing_input(header_b64, payload))
-    return Signed(
-        payload=payload,
-        detached_jws=f"{header_b64}..{b64u_encode(signature)}",
-        statement=checked,
-    )
+    detached = f"{header_b64}..{b64u_encode(signature)}"
+    if len(detached) > jws.MAX_JWS_LENGTH:  # only a kid of thousands of characters gets here
+        raise EcpaError(
+            ErrorCode.TOO_LARGE,
+            f"expected a JWS of at most {jws.MAX_JWS_LENGTH} characters, found {len(detached)}",
+        )
+    return Signed(payload=payload, detached_jws=detached, statement=checked)
+
+
+def _refuse_floats(value: Any) -> None:
+    """A float would reach the payload as an integer (JCS writes 1.0 as 1) or as a fraction
+    that verify refuses; either way it was not an integer statement. PROFILE §4."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float):
+            raise EcpaError(
+                ErrorCode.UNSUPPORTED_VALUE,
+                f"expected integers only, found the float {node!r}",
+            )
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)

@@ -76,24 +76,22 @@ def _as_bytes(payload: Any) -> bytes:
     raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
 
 
-def _as_text(detached_jws: Any) -> str:
-    if isinstance(detached_jws, str):
+def _as_text(detached_jws: Any) -> str | bytes:
+    if isinstance(detached_jws, (str, bytes)):
         return detached_jws
-    if isinstance(detached_jws, (bytes, bytearray, memoryview)):
-        raw = bytes(detached_jws)
-        if len(raw) > jws.MAX_JWS_LENGTH:  # step 1 comes before decoding, too
-            raise EcpaError(
-                ErrorCode.TOO_LARGE,
-                f"expected a JWS of at most {jws.MAX_JWS_LENGTH} characters, found {len(raw)}",
-            )
-        try:
-            return raw.decode("ascii")
-        except UnicodeDecodeError as exc:
-            raise EcpaError(
-                ErrorCode.MALFORMED_JWS,
-                f"expected ASCII JWS text, found byte 0x{raw[exc.start]:02x} at offset {exc.start}",
-            ) from None
-    raise TypeError(f"detached_jws must be str, not {type(detached_jws).__name__}")
+    if isinstance(detached_jws, (bytearray, memoryview)):
+        return bytes(detached_jws)
+    raise TypeError(f"detached_jws must be str or bytes, not {type(detached_jws).__name__}")
+
+
+def _ascii(raw: bytes) -> str:
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise EcpaError(
+            ErrorCode.MALFORMED_JWS,
+            f"expected ASCII JWS text, found byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+        ) from None
 
 
 def _check_times(st: Statement, now: int, policy: Policy) -> None:
@@ -155,7 +153,9 @@ def verify(
     text = _as_text(detached_jws)
     if not isinstance(now, int) or isinstance(now, bool):
         raise TypeError(f"now must be an int (Unix seconds), not {type(now).__name__}")
-    jws.check_sizes(text, payload)  # step 1
+    jws.check_sizes(text, payload)  # step 1, before any decoding or parsing
+    if isinstance(text, bytes):
+        text = _ascii(text)
     header_b64, signature_b64 = jws.split_detached(text)  # step 2
     _, header = jws.parse_header(header_b64)  # steps 3-11
     kid: str = header["kid"]
