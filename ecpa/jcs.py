@@ -24,7 +24,7 @@ def canonicalize(value: Any) -> bytes:
     Raises:
         EcpaError: ``ATTESTATION_UNSUPPORTED_VALUE`` for what JCS cannot represent (an
             integer beyond ±(2**53-1), a non-finite float, a lone surrogate, a non-string
-            key or a non-JSON type).
+            key, a non-JSON type, or nesting too deep for it, a cycle included).
     """
     try:
         return rfc8785.dumps(value)
@@ -32,4 +32,9 @@ def canonicalize(value: Any) -> bytes:
         raise EcpaError(
             ErrorCode.UNSUPPORTED_VALUE,
             f"expected a value RFC 8785 can canonicalize, found one it cannot ({exc})",
+        ) from None
+    except RecursionError:  # rfc8785 recurses: a value nested too deep, or containing itself
+        raise EcpaError(
+            ErrorCode.UNSUPPORTED_VALUE,
+            "expected a value RFC 8785 can canonicalize, found one nested too deep or cyclic",
         ) from None

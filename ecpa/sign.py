@@ -8,7 +8,7 @@ from typing import Any
 
 from ecpa import jws
 from ecpa._b64 import b64u_encode
-from ecpa._json import parse_object
+from ecpa._json import MAX_DEPTH, parse_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.jcs import canonicalize
 from ecpa.keys import SigningKey
@@ -71,16 +71,22 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
 
 def _refuse_floats(value: Any) -> None:
     """A float would reach the payload as an integer (JCS writes 1.0 as 1) or as a fraction
-    that verify refuses; either way it was not an integer statement. PROFILE §4."""
-    stack = [value]
+    that verify refuses; either way it was not an integer statement. PROFILE §4.
+
+    The walk is bounded by the strict reader's depth, so a value containing itself ends too.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
         if isinstance(node, float):
             raise EcpaError(
-                ErrorCode.UNSUPPORTED_VALUE,
-                f"expected integers only, found the float {node!r}",
+                ErrorCode.UNSUPPORTED_VALUE, f"expected integers only, found the float {node!r}"
             )
-        if isinstance(node, Mapping):
-            stack.extend(node.values())
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
+        if isinstance(node, (Mapping, list, tuple)):
+            if depth > MAX_DEPTH:
+                raise EcpaError(
+                    ErrorCode.UNSUPPORTED_VALUE,
+                    f"expected nesting at most {MAX_DEPTH} deep, found deeper (or cyclic) values",
+                )
+            children = node.values() if isinstance(node, Mapping) else node
+            stack.extend((child, depth + 1) for child in children)
