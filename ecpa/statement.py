@@ -99,13 +99,15 @@ class Statement(BaseModel):
         return data
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_validation(exc: ValidationError, whole: str) -> str:
+    """One line for the first problem pydantic found: where, what was expected, what was
+    found. ``whole`` names the document when the problem is at its top level."""
     err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(part) for part in err["loc"]) or "statement"
+    loc = ".".join(str(part) for part in err["loc"]) or whole
     if err["type"] == "missing":
         return f"expected member {loc!r}, found it missing"
     if err["type"] == "extra_forbidden":
-        return f"expected only the members of PROFILE §1, found extra member {loc!r}"
+        return f"expected only the specified members, found extra member {loc!r}"
     found = repr(err.get("input"))
     if len(found) > 60:
         found = found[:57] + "..."
@@ -125,7 +127,9 @@ def check_statement(obj: dict[str, Any], header_kid: str | None = None) -> State
     try:
         statement = Statement.model_validate(obj)
     except ValidationError as exc:  # PROFILE §3 step 14
-        raise EcpaError(ErrorCode.INVALID_STATEMENT, _describe(exc)) from None
+        raise EcpaError(
+            ErrorCode.INVALID_STATEMENT, describe_validation(exc, "statement")
+        ) from None
     if statement.statement_schema != STATEMENT_SCHEMA:  # step 15
         raise EcpaError(
             ErrorCode.WRONG_PROFILE,

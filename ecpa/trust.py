@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.keys import VerifyKey
-from ecpa.statement import NonEmptyStr, SafeInt
+from ecpa.statement import NonEmptyStr, SafeInt, describe_validation
 
 __all__ = ["TRUST_STORE_SCHEMA", "TrustEntry", "TrustStore", "TrustStoreDocument", "TrustedKey"]
 
@@ -120,17 +120,6 @@ def _config_error(detail: str) -> EcpaError:
     return EcpaError(ErrorCode.TRUST_STORE_CONFIG, detail)
 
 
-def _describe(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(part) for part in err["loc"]) or "document"
-    if err["type"] == "missing":
-        return f"expected member {loc!r}, found it missing"
-    found = repr(err.get("input"))
-    if len(found) > 60:
-        found = found[:57] + "..."
-    return f"{loc}: {err['msg']}; found {found}"
-
-
 class TrustStore:
     """Trusted Ed25519 keys, looked up by ``(issuer, kid)``.
 
@@ -166,7 +155,7 @@ class TrustStore:
         try:
             document = TrustStoreDocument.model_validate(doc)
         except ValidationError as exc:
-            raise _config_error(_describe(exc)) from None
+            raise _config_error(describe_validation(exc, "document")) from None
         return cls(document)
 
     @classmethod
