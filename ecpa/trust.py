@@ -20,7 +20,15 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.keys import VerifyKey
 from ecpa.statement import NonEmptyStr, SafeInt, describe_validation
 
-__all__ = ["TRUST_STORE_SCHEMA", "TrustEntry", "TrustStore", "TrustStoreDocument", "TrustedKey"]
+__all__ = [
+    "TRUST_STORE_SCHEMA",
+    "TrustEntry",
+    "TrustStore",
+    "TrustStoreDocument",
+    "TrustedKey",
+    "document_problems",
+    "read_document",
+]
 
 TRUST_STORE_SCHEMA = "ecpa-trust-store/0.1"
 MAX_TRUST_STORE_BYTES = 16 * 1024 * 1024
@@ -165,22 +173,7 @@ class TrustStore:
         Raises:
             EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable or invalid file.
         """
-        path = Path(path)
-        try:
-            with path.open("rb") as fh:
-                data = fh.read(MAX_TRUST_STORE_BYTES + 1)
-        except OSError as exc:
-            raise _config_error(
-                f"expected a readable file at {path}, found: {exc.strerror}"
-            ) from None
-        if len(data) > MAX_TRUST_STORE_BYTES:
-            raise _config_error(
-                f"expected a trust store of at most {MAX_TRUST_STORE_BYTES} bytes, found more"
-            )
-        try:
-            doc = parse_object(data, what=str(path))
-        except EcpaError as exc:
-            raise _config_error(exc.detail) from None
+        doc = read_document(path)
         return cls.from_dict(doc)
 
     def lookup(self, issuer: str, kid: str) -> TrustedKey | None:
@@ -196,3 +189,61 @@ class TrustStore:
     def to_dict(self) -> dict[str, Any]:
         """The document as plain JSON values."""
         return self.document.model_dump(by_alias=True, exclude_none=True)
+
+
+def read_document(path: str | Path) -> dict[str, Any]:
+    """Read a trust store file as plain JSON values, strictly, without checking its rules.
+
+    Raises:
+        EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable file or bad JSON.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_TRUST_STORE_BYTES + 1)
+    except OSError as exc:
+        raise _config_error(f"expected a readable file at {path}, found: {exc.strerror}") from None
+    if len(data) > MAX_TRUST_STORE_BYTES:
+        raise _config_error(
+            f"expected a trust store of at most {MAX_TRUST_STORE_BYTES} bytes, found more"
+        )
+    try:
+        return parse_object(data, what=str(path))
+    except EcpaError as exc:
+        raise _config_error(exc.detail) from None
+
+
+def document_problems(doc: Mapping[str, Any]) -> list[str]:
+    """Every problem PROFILE §5 finds in a trust store document, not just the first.
+
+    An empty list means :meth:`TrustStore.from_dict` accepts the document.
+    """
+    problems: list[str] = []
+    if doc.get("schema") != TRUST_STORE_SCHEMA:
+        problems.append(f"expected schema {TRUST_STORE_SCHEMA!r}, found {doc.get('schema')!r}")
+    extra = sorted(set(doc) - {"schema", "keys"})
+    if extra:
+        problems.append(f"expected only the members ['keys', 'schema'], found extra {extra}")
+    keys = doc.get("keys")
+    if not isinstance(keys, list):
+        problems.append(f"expected member 'keys' as an array, found {type(keys).__name__}")
+        return problems
+    seen: dict[tuple[Any, Any], int] = {}
+    for index, raw in enumerate(keys):
+        where = f"keys.{index}"
+        if isinstance(raw, dict):
+            ident = (raw.get("issuer"), raw.get("kid"))
+            if ident in seen:
+                problems.append(
+                    f"{where}: expected unique (issuer, kid), found {ident!r} as in "
+                    f"keys.{seen[ident]}"
+                )
+            else:
+                seen[ident] = index
+        try:
+            TrustEntry.model_validate(raw).verify_key()
+        except ValidationError as exc:
+            problems.append(f"{where}: {describe_validation(exc, 'entry')}")
+        except EcpaError as exc:
+            problems.append(f"{where}: {exc.detail}")
+    return problems

@@ -1,0 +1,80 @@
+"""The ``ecpa`` command line: parses arguments, calls the library, prints.
+
+One place, :func:`main`, maps failures to exit status: 0 success, 1 evidence refused,
+2 usage errors and inputs that are not evidence (missing file, bad trust store, bad key),
+3 an internal error (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ecpa import PROFILE_ID, __version__
+from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES, safe
+from ecpa.cli._demo import corpus_app, demo_command
+from ecpa.cli._keys import keygen_command, sign_command, trust_app
+from ecpa.cli._verify import VERIFY_EXAMPLES, inspect_command, verify_command
+from ecpa.errors import EcpaError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="ecpa",
+    help="Produce and verify ECPA 0.1 signed evidence (RFC 8785 JCS + detached JWS, Ed25519).",
+    epilog="Example: ecpa verify evidence.jws --trust trust.json",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ecpa {__version__} ({PROFILE_ID})")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """ecpa: signed evidence that a plugin really runs."""
+
+
+app.command("verify", epilog=VERIFY_EXAMPLES)(verify_command)
+app.command("inspect", epilog="Example: ecpa inspect evidence.jws")(inspect_command)
+app.command("sign")(sign_command)
+app.command("keygen")(keygen_command)
+app.add_typer(trust_app, name="trust")
+app.add_typer(corpus_app, name="corpus")
+app.command("demo")(demo_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ecpa`` script; returns the exit status."""
+    try:
+        app(args=argv, prog_name="ecpa")
+    except SystemExit as exc:  # click's standalone mode; usage errors are exit 2
+        code = exc.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
+    except EcpaError as exc:
+        typer.echo(f"ecpa: {exc.code.value}: {safe(exc.detail)}", err=True)
+        return EXIT_USAGE if exc.code in USAGE_CODES else EXIT_INVALID
+    except KeyboardInterrupt:
+        typer.echo("ecpa: interrupted", err=True)
+        return 130
+    except Exception as exc:  # the one place a foreign exception is turned into a line
+        typer.echo(f"ecpa: internal error: {type(exc).__name__}: {safe(str(exc))}", err=True)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

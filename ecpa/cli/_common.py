@@ -1,0 +1,196 @@
+"""What the commands share: exit codes, reading inputs, printing safely, writing files."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import typer
+
+from ecpa._json import parse_object
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.evidence import Evidence, parse_record, read_log
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+#: Codes that mean "the input is not usable", not "the evidence is invalid": exit 2.
+USAGE_CODES = frozenset(
+    {ErrorCode.TRUST_STORE_CONFIG, ErrorCode.INVALID_INPUT, ErrorCode.INVALID_KEY}
+)
+MAX_INPUT_BYTES = 64 * 1024 * 1024  # a bundle, statement, .jws or corpus file
+
+
+def fail_usage(detail: str) -> EcpaError:
+    """An input that is not evidence at all (missing file, bad option): exit 2."""
+    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """A whole (bounded) file, or ``ECPA_INVALID_INPUT`` naming what went wrong."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise fail_usage(f"expected a readable file at {path}, found: {exc.strerror}") from None
+    if len(data) > limit:
+        raise fail_usage(f"expected at most {limit} bytes in {path}, found more")
+    return data
+
+
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    """A strict JSON object from a file; parse errors keep their own codes."""
+    return parse_object(read_bytes(path), what=f"{what} {path}")
+
+
+def show(value: Any) -> str:
+    """A value for a ``key=value`` line: bare when harmless, else JSON-escaped (so control
+    characters, spaces and bidi overrides from evidence can never forge output)."""
+    text = str(value)
+    if text and text.isprintable() and text.isascii() and not any(c in text for c in ' ="\\'):
+        return text
+    return json.dumps(text)
+
+
+def safe(text: str) -> str:
+    """Free text from evidence, with every non-printable character escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One piece of evidence named for output: ``path`` or ``path:line``."""
+
+    input: str
+    line: int | None
+    evidence: Evidence | None
+    error: EcpaError | None
+
+    @property
+    def name(self) -> str:
+        return self.input if self.line is None else f"{self.input}:{self.line}"
+
+
+def _jws_item(path: Path, payload_path: Path | None) -> Item:
+    text = read_bytes(path)
+    if text.endswith(b"\n"):  # one trailing newline is allowed, nothing more
+        text = text[:-1]
+    if payload_path is None:
+        payload_path = path.with_suffix(".json")
+        if not payload_path.is_file():
+            raise fail_usage(
+                f"expected the payload of {path} at {payload_path} (or given with --payload), "
+                "found no such file"
+            )
+    payload = read_bytes(payload_path)
+    evidence = Evidence(payload=payload, detached_jws=text.decode("latin-1"))
+    return Item(str(path), None, evidence, None)
+
+
+def _log_items(name: str, stream: BinaryIO) -> Iterator[Item]:
+    count = 0
+    for line in read_log(stream):
+        if line.torn:
+            typer.echo(
+                f"ecpa: {name}:{line.number}: skipped a torn last line (a write cut short by "
+                f"a crash): {line.error.detail if line.error else ''}",
+                err=True,
+            )
+            continue
+        count += 1
+        yield Item(name, line.number, line.evidence, line.error)
+    if count == 0:
+        yield Item(
+            name,
+            None,
+            None,
+            EcpaError(
+                ErrorCode.INVALID_RECORD, "expected at least one evidence record, found none"
+            ),
+        )
+
+
+def _bundle_item(name: str, data: bytes) -> Item:
+    try:
+        return Item(name, None, parse_record(data), None)
+    except EcpaError as exc:
+        return Item(name, None, None, exc)
+
+
+def evidence_items(spec: str, payload_path: Path | None) -> Iterator[Item]:
+    """The items of one EVIDENCE argument: a ``.jws`` file, a ``.jsonl`` log, ``-`` (a
+    bundle or a log on standard input) or a JSON bundle file.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for an unreadable input (exit 2).
+    """
+    if spec == "-":
+        data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        if len(data) > MAX_INPUT_BYTES:
+            raise fail_usage(f"expected at most {MAX_INPUT_BYTES} bytes on standard input")
+        try:  # one JSON object (pretty-printed or not) is a bundle; anything else a log
+            parse_object(data, what="standard input")
+            one_object = True
+        except EcpaError:
+            one_object = False
+        if one_object:
+            yield _bundle_item("-", data.strip())
+        else:
+            yield from _log_items("-", io.BytesIO(data))
+        return
+    path = Path(spec)
+    if path.suffix == ".jws":
+        yield _jws_item(path, payload_path)
+    elif path.suffix == ".jsonl":
+        try:
+            stream = path.open("rb")
+        except OSError as exc:
+            raise fail_usage(f"expected a readable log at {path}, found: {exc.strerror}") from None
+        with stream:
+            yield from _log_items(spec, stream)
+    else:
+        yield _bundle_item(spec, read_bytes(path))
+
+
+def write_new(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
+    """Write ``data`` to ``path`` whole or not at all (a temporary file renamed into place).
+
+    Never follows a symlink at ``path``; refuses an existing file unless ``force``.
+    """
+    if path.is_symlink():
+        raise fail_usage(f"expected a regular file path at {path}, found a symlink")
+    if path.exists() and not force:
+        raise fail_usage(f"expected {path} not to exist (use --force to replace it), found it")
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise fail_usage(
+            f"expected a writable directory {directory}, found: {exc.strerror}"
+        ) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if force:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if path appeared meanwhile: never over an existing file
+            os.unlink(tmp)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise fail_usage(f"expected to write {path}, found: {exc.strerror}") from None
+
+
+def json_line(obj: dict[str, Any]) -> str:
+    """One compact JSON object for JSON Lines output (ASCII, so it is terminal-safe)."""
+    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"))

@@ -1,0 +1,188 @@
+"""``ecpa demo`` and ``ecpa corpus check``."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shlex
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, json_line, read_json_object, safe, show
+from ecpa.corpus import run_corpus
+from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA
+
+corpus_app = typer.Typer(help="Run conformance corpora.", no_args_is_help=True)
+
+
+@corpus_app.command("check")
+def corpus_check(
+    path: Annotated[Path, typer.Argument(help="A corpus file in the published ECPA format.")],
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every case.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per case.")] = False,
+) -> None:
+    """Run every case of a corpus and compare the codes; exit 0 only when all match.
+
+    \b
+    Example:
+      ecpa corpus check ../shared/conformance/upstream-ecpa-0.1/attestation-vectors.json
+    """
+    results = run_corpus(read_json_object(path, "corpus"))
+    for r in results:
+        if as_json:
+            typer.echo(
+                json_line(
+                    {
+                        "id": r.id,
+                        "expected": r.expected,
+                        "got": r.got,
+                        "passed": r.passed,
+                        "detail": r.detail,
+                    }
+                )
+            )
+        elif not r.passed:
+            typer.echo(
+                f"MISMATCH {show(r.id)}: expected {r.expected}, got {r.got}"
+                + (f" ({safe(r.detail)})" if r.detail else "")
+            )
+        elif verbose:
+            typer.echo(f"ok {show(r.id)}: {r.got}")
+    failed = sum(not r.passed for r in results)
+    typer.echo(f"{len(results) - failed} passed, {failed} failed", err=as_json)
+    raise typer.Exit(EXIT_OK if failed == 0 else EXIT_INVALID)
+
+
+def _statement(now: int) -> dict[str, Any]:
+    return {
+        "schema": STATEMENT_SCHEMA,
+        "profile": PROFILE_ID,
+        "issuer": "urn:ecpa:issuer:demo-host",
+        "kid": "demo-key",
+        "subject": "host-runtime",
+        "plan_id": "plan:demo",
+        "launch_id": "launch-demo",
+        "plugin_id": "plugin:dla",
+        "obligation": "victim-selector-dispatch",
+        "event": "invoked",
+        "challenge_nonce": "challenge-demo:1",
+        "artifact_digest": "sha256:" + "ab" * 32,
+        "evidence_digest": "sha256:" + "cd" * 32,
+        "process": {
+            "host": "demo-host",
+            "role": "scheduler",
+            "start_identity": "pid:1:start_ticks:1:boot:demo",
+            "ordinal": 0,
+            "epoch": 1,
+        },
+        "observed_at": now,
+        "issued_at": now,
+        "expires_at": now + 60,
+        "critical_claims": [],
+    }
+
+
+def demo_command() -> None:
+    """Run the main job end to end in a temporary directory: make a key and a trust store,
+    sign a statement, verify it, tamper with it, replay it; each refusal shows its code.
+
+    Exits 1 if anything behaves other than the profile says.
+
+    \b
+    Example:
+      ecpa demo
+    """
+    from ecpa.cli import main  # the real commands, run in-process
+
+    now = int(time.time())
+    checks: list[bool] = []
+
+    def run(args: list[str], expect_exit: int, expect_text: str, why: str) -> None:
+        typer.echo(f"\n# {why}")
+        typer.echo("$ ecpa " + " ".join(shlex.quote(a) for a in args))
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(args)
+        text = out.getvalue() + err.getvalue()
+        typer.echo(text.rstrip("\n"))
+        ok = status == expect_exit and expect_text in text
+        checks.append(ok)
+        if not ok:
+            typer.echo(f"!! expected exit {expect_exit} and {expect_text!r}; got exit {status}")
+
+    with tempfile.TemporaryDirectory(prefix="ecpa-demo-") as tmp:
+        d = Path(tmp)
+        trust, db = str(d / "trust.json"), str(d / "replay.db")
+        typer.echo(f"ecpa demo in {d} (now={now})")
+        run(
+            [
+                "keygen",
+                "--issuer",
+                "urn:ecpa:issuer:demo-host",
+                "--kid",
+                "demo-key",
+                "--out-dir",
+                tmp,
+                "--trust",
+                trust,
+            ],
+            0,
+            "public_key_b64",
+            "a signing key, and its entry in a new trust store",
+        )
+        (d / "statement.json").write_text(json.dumps(_statement(now), indent=2) + "\n")
+        run(
+            [
+                "sign",
+                str(d / "statement.json"),
+                "--key",
+                str(d / "demo-key.pem"),
+                "--out",
+                str(d / "evidence"),
+            ],
+            0,
+            "evidence.jws",
+            "sign a statement: evidence.json (JCS payload) + evidence.jws (detached JWS)",
+        )
+        verify = ["verify", str(d / "evidence.jws"), "--trust", trust]
+        run([*verify, "--replay-db", db], 0, "OK ", "verify it, recording its nonce")
+        run([*verify, "--replay-db", db], 1, "REPLAYED_NONCE", "the same evidence again")
+        payload = (d / "evidence.json").read_bytes()
+        (d / "tampered.json").write_bytes(payload.replace(b"launch-demo", b"launch-demO"))
+        (d / "tampered.jws").write_bytes((d / "evidence.jws").read_bytes())
+        run(
+            ["verify", str(d / "tampered.jws"), "--trust", trust],
+            1,
+            "ATTESTATION_INVALID_SIGNATURE",
+            "one byte of the payload changed",
+        )
+        run([*verify, "--now", str(now + 3600)], 1, "ATTESTATION_EXPIRED", "an hour later")
+        run(
+            ["inspect", str(d / "tampered.jws"), "--json"],
+            0,
+            '"verified":false',
+            "inspect decodes without verifying, and says so",
+        )
+        run(
+            [
+                "trust",
+                "disable",
+                trust,
+                "--issuer",
+                "urn:ecpa:issuer:demo-host",
+                "--kid",
+                "demo-key",
+            ],
+            0,
+            "disabled",
+            "withdraw the key",
+        )
+        run(verify, 1, "ATTESTATION_TRUST_POLICY", "evidence under a disabled key")
+    passed = sum(checks)
+    typer.echo(f"\n{passed} of {len(checks)} steps behaved as the profile says")
+    raise typer.Exit(EXIT_OK if passed == len(checks) else EXIT_INVALID)

@@ -1,0 +1,213 @@
+"""``ecpa verify`` and ``ecpa inspect``."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from ecpa._b64 import b64u_decode
+from ecpa.cli._common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    Item,
+    evidence_items,
+    fail_usage,
+    json_line,
+    read_json_object,
+    safe,
+    show,
+)
+from ecpa.errors import EcpaError
+from ecpa.evidence import verify_evidence
+from ecpa.replay import ReplayFence, SqliteReplayFence
+from ecpa.statement import describe_validation
+from ecpa.trust import TrustStore
+from ecpa.verify import Binding, Policy
+
+VERIFY_EXAMPLES = """\b
+Examples:
+  ecpa verify evidence.jws --trust trust.json     # payload from evidence.json
+  ecpa verify run.jsonl --trust trust.json --json # a log: one JSON line per record
+  cat bundle.json | ecpa verify - --now 1800000000
+
+\b
+Exit status: 0 all valid, 1 any invalid, 2 usage error or unreadable input,
+3 internal error.
+"""
+
+EvidenceArg = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="EVIDENCE...",
+        help="A .jws file, a JSON bundle, a .jsonl evidence log, or - for standard input.",
+        show_default=False,
+    ),
+]
+TrustOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--trust",
+        envvar="ECPA_TRUST_STORE",
+        help="Trust store file (default: $ECPA_TRUST_STORE).",
+        show_default=False,
+    ),
+]
+
+
+def _binding(path: Path | None) -> Binding | None:
+    if path is None:
+        return None
+    doc = read_json_object(path, "binding")
+    try:
+        return Binding(**doc)
+    except (ValidationError, TypeError) as exc:
+        found = describe_validation(exc, "binding") if isinstance(exc, ValidationError) else exc
+        raise fail_usage(f"binding {path}: {found}") from None
+
+
+def _policy(clock_skew: int, max_ttl: int, max_age: int) -> Policy:
+    try:
+        return Policy(clock_skew=clock_skew, max_ttl=max_ttl, max_observation_age=max_age)
+    except ValidationError as exc:
+        raise fail_usage(f"policy: {describe_validation(exc, 'policy')}") from None
+
+
+def load_trust(trust: Path | None) -> TrustStore:
+    """The trust store named by --trust or $ECPA_TRUST_STORE (exit 2 when absent or bad)."""
+    if trust is None:
+        raise fail_usage("expected a trust store (--trust FILE or $ECPA_TRUST_STORE), found none")
+    return TrustStore.load(trust)
+
+
+def _report(item: Item, as_json: bool, statement: dict[str, Any] | None) -> None:
+    err = item.error
+    if as_json:
+        typer.echo(
+            json_line(
+                {
+                    "input": item.input,
+                    "line": item.line,
+                    "ok": err is None,
+                    "code": err.code.value if err else None,
+                    "detail": err.detail if err else None,
+                    "statement": statement,
+                }
+            )
+        )
+    elif err is None and statement is not None:
+        fields = " ".join(
+            f"{k}={show(statement[k])}" for k in ("issuer", "kid", "subject", "challenge_nonce")
+        )
+        typer.echo(f"OK {show(item.name)} {fields.replace('challenge_nonce=', 'nonce=')}")
+    elif err is not None:
+        typer.echo(f"FAIL {show(item.name)} {err.code.value}: {safe(err.detail)}")
+
+
+def verify_command(
+    evidence: EvidenceArg,
+    trust: TrustOpt = None,
+    payload: Annotated[
+        Path | None, typer.Option(help="Payload of a single .jws (default: its sibling .json).")
+    ] = None,
+    now: Annotated[
+        int | None, typer.Option(help="Verification time, Unix seconds (default: the clock).")
+    ] = None,
+    clock_skew: Annotated[int, typer.Option(help="Allowed clock skew, seconds.")] = 0,
+    max_ttl: Annotated[int, typer.Option(help="Largest expires_at - issued_at, seconds.")] = 300,
+    max_age: Annotated[int, typer.Option(help="Largest now - observed_at, seconds.")] = 300,
+    binding: Annotated[
+        Path | None, typer.Option(help="JSON file with the six expected binding values.")
+    ] = None,
+    replay_db: Annotated[
+        Path | None, typer.Option(help="SQLite replay fence: each nonce is accepted once.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per item (JSON Lines).")
+    ] = False,
+) -> None:
+    """Verify evidence by the ECPA 0.1 profile, one result line per item."""
+    specs = evidence
+    jws_count = sum(1 for s in specs if s.endswith(".jws"))
+    if payload is not None and (jws_count != 1 or len(specs) != 1):
+        raise fail_usage("expected --payload with exactly one .jws EVIDENCE, found otherwise")
+    store = load_trust(trust)
+    policy = _policy(clock_skew, max_ttl, max_age)
+    expected = _binding(binding)
+    when = int(time.time()) if now is None else now
+    invalid = False
+    with ExitStack() as stack:
+        fence: ReplayFence | None = None
+        if replay_db is not None:
+            fence = stack.enter_context(SqliteReplayFence(replay_db))
+        for spec in specs:
+            for item in evidence_items(spec, payload):
+                statement = None
+                if item.evidence is not None:
+                    try:
+                        verified = verify_evidence(
+                            item.evidence,
+                            store,
+                            now=when,
+                            policy=policy,
+                            binding=expected,
+                            replay=fence,
+                        )
+                        statement = verified.statement.to_dict()
+                    except EcpaError as exc:
+                        item = Item(item.input, item.line, item.evidence, exc)
+                invalid |= item.error is not None
+                _report(item, as_json, statement)
+    raise typer.Exit(EXIT_INVALID if invalid else EXIT_OK)
+
+
+def _decode_json(segment: str, what: str) -> Any:
+    try:
+        raw = b64u_decode(segment, what=what)
+    except EcpaError as exc:
+        return {"error": f"{exc.code.value}: {exc.detail}"}
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return {"error": "not JSON", "text": raw.decode("utf-8", "replace")}
+
+
+def inspect_command(
+    evidence: EvidenceArg,
+    payload: Annotated[
+        Path | None, typer.Option(help="Payload of a single .jws (default: its sibling .json).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per item.")] = False,
+) -> None:
+    """Show the decoded header and payload of evidence WITHOUT verifying anything.
+
+    Nothing shown is checked: signature, key, time and binding are ignored. Use
+    `ecpa verify` before acting on any of it. Exit status 0 unless an input is unreadable.
+    """
+    for spec in evidence:
+        for item in evidence_items(spec, payload):
+            shown: dict[str, Any] = {"input": item.input, "line": item.line, "verified": False}
+            if item.evidence is None:
+                err = item.error
+                shown["error"] = f"{err.code.value}: {err.detail}" if err else "no evidence"
+            else:
+                header_b64 = item.evidence.detached_jws.split(".")[0]
+                shown["header"] = _decode_json(header_b64, "header")
+                try:
+                    shown["payload"] = json.loads(item.evidence.payload)
+                except (ValueError, RecursionError):
+                    shown["payload"] = {
+                        "error": "not JSON",
+                        "text": item.evidence.payload.decode("utf-8", "replace"),
+                    }
+            if as_json:
+                typer.echo(json_line(shown))
+            else:
+                typer.echo(f"UNVERIFIED {show(item.name)}: decoded only, nothing is checked")
+                typer.echo(json.dumps(shown, indent=2, ensure_ascii=True))
+    raise typer.Exit(EXIT_OK)
