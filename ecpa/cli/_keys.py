@@ -86,13 +86,19 @@ def _store_doc(path: Path, *, create: bool) -> dict[str, Any]:
     return read_document(path)
 
 
-def _add_entry(path: Path, entry: dict[str, Any]) -> None:
+def _with_entry(path: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """The store at ``path`` (a new one if missing) with ``entry`` added, checked whole."""
     doc = _store_doc(path, create=True)
     keys = doc.get("keys")
     if not isinstance(keys, list):
         raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, f"{path}: expected 'keys' as an array")
     keys.append(entry)
-    _save_store(path, doc)
+    TrustStore.from_dict(doc)
+    return doc
+
+
+def _add_entry(path: Path, entry: dict[str, Any]) -> None:
+    _save_store(path, _with_entry(path, entry))
 
 
 Subjects = Annotated[
@@ -136,13 +142,18 @@ def keygen_command(
     start, end = _window(not_before, not_after)
     key = SigningKey.generate()
     entry = _entry(issuer, kid, key.public_key, subject or ["host-runtime"], start, end)
-    TrustStore.from_dict({"schema": TRUST_STORE_SCHEMA, "keys": [entry]})  # check before writing
+    # Every check before anything is written: the entry, and the store it will join.
+    doc = _with_entry(trust, entry) if trust is not None else None
+    TrustStore.from_dict(doc or {"schema": TRUST_STORE_SCHEMA, "keys": [entry]})
     stem = _SAFE_NAME.sub("_", kid) or "key"
     private_path, public_path = out_dir / f"{stem}.pem", out_dir / f"{stem}.pub.pem"
+    for path in (private_path, public_path):
+        if path.exists() or path.is_symlink():
+            raise fail_usage(f"expected {path} not to exist (keys are never overwritten), found it")
     write_new(private_path, key.to_pem(), mode=0o600)
     write_new(public_path, key.public_key.to_pem())
-    if trust is not None:
-        _add_entry(trust, entry)
+    if trust is not None and doc is not None:
+        _save_store(trust, doc)
         typer.echo(f"added {show(kid)} to {show(trust)}", err=True)
     typer.echo(f"wrote {show(private_path)} (mode 0600) and {show(public_path)}", err=True)
     typer.echo(json.dumps(entry, indent=2, ensure_ascii=False))
