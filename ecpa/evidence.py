@@ -100,15 +100,36 @@ def parse_record(data: bytes) -> Evidence:
     return Evidence(payload=payload, detached_jws=detached_jws, host_evidence=host)
 
 
-def read_log(stream: BinaryIO) -> Iterator[LogLine]:
-    """Yield each line of a JSONL evidence log, streaming.
+def _too_long(stream: BinaryIO) -> EcpaError:
+    """Skip the rest of an over-long line without holding it in memory."""
+    skipped = MAX_RECORD_LENGTH
+    while True:
+        chunk = stream.readline(1 << 20)
+        skipped += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            break
+    return EcpaError(
+        ErrorCode.TOO_LARGE,
+        f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found {skipped} or more",
+    )
 
-    Blank lines are skipped. A final line without ``\\n`` that does not parse is yielded
+
+def read_log(stream: BinaryIO) -> Iterator[LogLine]:
+    """Yield each line of a JSONL evidence log, streaming: memory stays bounded by the
+    longest allowed record whatever the log's size or its longest line.
+
+    Blank lines are skipped. A final line without ``\n`` that does not parse is yielded
     with ``torn=True``: a crash cut it short; it is reported, not verified.
     """
     number = 0
-    for raw in stream:
+    while True:
+        raw = stream.readline(MAX_RECORD_LENGTH + 1)
+        if not raw:
+            return
         number += 1
+        if len(raw) > MAX_RECORD_LENGTH and not raw.endswith(b"\n"):
+            yield LogLine(number, None, _too_long(stream))
+            continue
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.endswith(b"\r"):
             line = line[:-1]
@@ -117,8 +138,7 @@ def read_log(stream: BinaryIO) -> Iterator[LogLine]:
         try:
             yield LogLine(number, parse_record(line), None)
         except EcpaError as exc:
-            torn = not raw.endswith(b"\n")
-            yield LogLine(number, None, exc, torn=torn)
+            yield LogLine(number, None, exc, torn=not raw.endswith(b"\n"))
 
 
 def evidence_digest(host_evidence: bytes) -> str:
