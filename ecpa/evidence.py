@@ -118,7 +118,7 @@ def read_log(stream: BinaryIO) -> Iterator[LogLine]:
     """Yield each line of a JSONL evidence log, streaming: memory stays bounded by the
     longest allowed record whatever the log's size or its longest line.
 
-    Blank lines are skipped. A final line without ``\n`` that does not parse is yielded
+    Blank lines are skipped. A final line without ``\\n`` that is not even JSON is yielded
     with ``torn=True``: a crash cut it short; it is reported, not verified.
     """
     number = 0
@@ -138,7 +138,10 @@ def read_log(stream: BinaryIO) -> Iterator[LogLine]:
         try:
             yield LogLine(number, parse_record(line), None)
         except EcpaError as exc:
-            yield LogLine(number, None, exc, torn=not raw.endswith(b"\n"))
+            # Torn: cut short by a crash, so unterminated and incomplete JSON. A complete
+            # but wrong record without its newline is still a record, and still fails.
+            torn = not raw.endswith(b"\n") and exc.code is ErrorCode.MALFORMED_JSON
+            yield LogLine(number, None, exc, torn=torn)
 
 
 def evidence_digest(host_evidence: bytes) -> str:

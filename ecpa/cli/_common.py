@@ -44,9 +44,19 @@ def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     return data
 
 
-def read_json_object(path: Path, what: str) -> dict[str, Any]:
-    """A strict JSON object from a file; parse errors keep their own codes."""
-    return parse_object(read_bytes(path), what=f"{what} {path}")
+def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[str, Any]:
+    """A strict JSON object from a file.
+
+    With ``evidence`` (a statement to sign) parse errors keep their own codes (exit 1);
+    otherwise the file is configuration and a parse error is ``ECPA_INVALID_INPUT`` (exit 2).
+    """
+    data = read_bytes(path)
+    try:
+        return parse_object(data, what=f"{what} {path}")
+    except EcpaError as exc:
+        if evidence:
+            raise
+        raise fail_usage(f"{exc.code.value}: {exc.detail}") from None
 
 
 def show(value: Any) -> str:
@@ -191,6 +201,20 @@ def write_new(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False
         raise fail_usage(f"expected to write {path}, found: {exc.strerror}") from None
 
 
+def display_json(data: bytes) -> Any:
+    """Parse JSON for display only, lenient but total: numbers JSON cannot carry exactly
+    and non-finite constants become ``{"$number": text}``, so output stays strict JSON."""
+    try:
+        return json.loads(
+            data,
+            parse_float=lambda text: {"$number": text},
+            parse_constant=lambda text: {"$number": text},
+            parse_int=lambda text: int(text) if len(text) < 40 else {"$number": text},
+        )
+    except (ValueError, RecursionError):
+        return {"error": "not JSON", "text": data.decode("utf-8", "replace")}
+
+
 def json_line(obj: dict[str, Any]) -> str:
     """One compact JSON object for JSON Lines output (ASCII, so it is terminal-safe)."""
-    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
+    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)

@@ -17,7 +17,11 @@ from ecpa.cli._common import EXIT_INVALID, EXIT_OK, json_line, read_json_object,
 from ecpa.corpus import run_corpus
 from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA
 
-corpus_app = typer.Typer(help="Run conformance corpora.", no_args_is_help=True)
+corpus_app = typer.Typer(
+    help="Run conformance corpora.",
+    epilog="\b\nExample:\n  ecpa corpus check attestation-vectors.json",
+    no_args_is_help=True,
+)
 
 
 @corpus_app.command("check")
@@ -48,7 +52,7 @@ def corpus_check(
             )
         elif not r.passed:
             typer.echo(
-                f"MISMATCH {show(r.id)}: expected {r.expected}, got {r.got}"
+                f"MISMATCH {show(r.id)}: expected {show(r.expected)}, got {r.got}"
                 + (f" ({safe(r.detail)})" if r.detail else "")
             )
         elif verbose:

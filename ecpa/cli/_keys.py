@@ -50,11 +50,14 @@ def sign_command(
     Example:
       ecpa sign statement.json --key demo-key.pem --out evidence
     """
-    doc = read_json_object(statement, "statement")
+    doc = read_json_object(statement, "statement", evidence=True)
     signing_key = SigningKey.load(key)
     signed = sign(doc, signing_key)
     prefix = out if out is not None else statement.with_name(statement.stem + ".signed")
     jws_path, payload_path = Path(f"{prefix}.jws"), Path(f"{prefix}.json")
+    for path in (payload_path, jws_path):  # refuse before writing either file
+        if not force and (path.exists() or path.is_symlink()):
+            raise fail_usage(f"expected {path} not to exist (use --force to replace it), found it")
     write_new(payload_path, signed.payload, force=force)
     write_new(jws_path, signed.detached_jws.encode("ascii") + b"\n", force=force)
     typer.echo(f"signed {show(statement)}: wrote {show(jws_path)} and {show(payload_path)}")
@@ -160,7 +163,9 @@ def keygen_command(
 
 
 trust_app = typer.Typer(
-    help="Look after a trust store: list, add, disable, check.", no_args_is_help=True
+    help="Look after a trust store: list, add, disable, check.",
+    epilog="\b\nExamples:\n  ecpa trust list trust.json\n  ecpa trust check trust.json",
+    no_args_is_help=True,
 )
 StoreArg = Annotated[Path, typer.Argument(help="The trust store file.")]
 

@@ -12,10 +12,12 @@ import typer
 from pydantic import ValidationError
 
 from ecpa._b64 import b64u_decode
+from ecpa._json import MAX_SAFE_INTEGER
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
     Item,
+    display_json,
     evidence_items,
     fail_usage,
     json_line,
@@ -140,6 +142,8 @@ def verify_command(
     policy = _policy(clock_skew, max_ttl, max_age)
     expected = _binding(binding)
     when = int(time.time()) if now is None else now
+    if not 0 <= when <= MAX_SAFE_INTEGER:
+        raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
     invalid = False
     with ExitStack() as stack:
         fence: ReplayFence | None = None
@@ -171,10 +175,7 @@ def _decode_json(segment: str, what: str) -> Any:
         raw = b64u_decode(segment, what=what)
     except EcpaError as exc:
         return {"error": f"{exc.code.value}: {exc.detail}"}
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        return {"error": "not JSON", "text": raw.decode("utf-8", "replace")}
+    return display_json(raw)
 
 
 def inspect_command(
@@ -198,16 +199,10 @@ def inspect_command(
             else:
                 header_b64 = item.evidence.detached_jws.split(".")[0]
                 shown["header"] = _decode_json(header_b64, "header")
-                try:
-                    shown["payload"] = json.loads(item.evidence.payload)
-                except (ValueError, RecursionError):
-                    shown["payload"] = {
-                        "error": "not JSON",
-                        "text": item.evidence.payload.decode("utf-8", "replace"),
-                    }
+                shown["payload"] = display_json(item.evidence.payload)
             if as_json:
                 typer.echo(json_line(shown))
             else:
                 typer.echo(f"UNVERIFIED {show(item.name)}: decoded only, nothing is checked")
-                typer.echo(json.dumps(shown, indent=2, ensure_ascii=True))
+                typer.echo(json.dumps(shown, indent=2, ensure_ascii=True, allow_nan=False))
     raise typer.Exit(EXIT_OK)
