@@ -1,7 +1,5 @@
 """``python -m ecpa``: the command line."""
 
-import sys
+from ecpa.cli import script
 
-from ecpa.cli import main
-
-sys.exit(main())
+script()

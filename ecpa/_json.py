@@ -215,7 +215,7 @@ def parse_object(data: bytes, *, what: str) -> dict[str, Any]:
         value = decoder.decode(text)
     except json.JSONDecodeError as exc:
         raise EcpaError(
-            ErrorCode.MALFORMED_JSON, f"{what}: not JSON: {exc.msg} at character {exc.pos}"
+            ErrorCode.MALFORMED_JSON, f"{what}: not JSON at character {exc.pos}: {exc.msg}"
         ) from None
     except RecursionError:
         return parse_reference(data, what=what)
@@ -413,7 +413,7 @@ def parse_reference(data: bytes, *, what: str) -> dict[str, Any]:
         value = parser.parse()
     except _Syntax as exc:
         raise EcpaError(
-            ErrorCode.MALFORMED_JSON, f"{what}: not JSON: {exc.message} at character {exc.pos}"
+            ErrorCode.MALFORMED_JSON, f"{what}: not JSON at character {exc.pos}: {exc.message}"
         ) from None
     obj = _require_object(value, what)
     for event in (parser.ev2, parser.ev3):

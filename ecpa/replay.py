@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from typing import Protocol, runtime_checkable
 
 from ecpa.errors import EcpaError, ErrorCode
@@ -88,22 +89,38 @@ class SqliteReplayFence:
             EcpaError: ``ECPA_INVALID_INPUT`` when the file cannot be opened as a fence.
         """
         self.path = os.fspath(path)
-        try:
-            self._db = sqlite3.connect(
-                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS accepted_nonce ("
-                " nonce TEXT PRIMARY KEY NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID"
-            )
-        except sqlite3.Error as exc:
-            raise EcpaError(
-                ErrorCode.INVALID_INPUT,
-                f"expected an SQLite replay database at {self.path}, found: {exc}",
-            ) from None
         self._lock = threading.Lock()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._db = sqlite3.connect(
+                    self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+                )
+                self._setup()
+                return
+            except sqlite3.OperationalError as exc:
+                # Switching to WAL takes a lock SQLite does not wait for (no busy handler):
+                # several verifiers opening one new file together must retry, not fail.
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise self._unusable(exc) from None
+                self._db.close()
+                time.sleep(0.01)
+            except sqlite3.Error as exc:
+                raise self._unusable(exc) from None
+
+    def _setup(self) -> None:
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS accepted_nonce ("
+            " nonce TEXT PRIMARY KEY NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID"
+        )
+
+    def _unusable(self, exc: sqlite3.Error) -> EcpaError:
+        return EcpaError(
+            ErrorCode.INVALID_INPUT,
+            f"expected an SQLite replay database at {self.path}, found: {exc}",
+        )
 
     def check_and_record(self, nonce: str, *, expires_at: int) -> None:
         """Accept ``nonce`` once across every process using this file.

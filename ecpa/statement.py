@@ -99,15 +99,22 @@ class Statement(BaseModel):
         return data
 
 
-def describe_validation(exc: ValidationError, whole: str) -> str:
-    """One line for the first problem pydantic found: where, what was expected, what was
-    found. ``whole`` names the document when the problem is at its top level."""
-    err = exc.errors(include_url=False)[0]
+def describe_validation(exc: ValidationError, whole: str, *, every: bool = False) -> str:
+    """One line for the first problem pydantic found (``every``: all of them, joined by
+    "; "): where, what was expected, what was found. ``whole`` names the document when a
+    problem is at its top level."""
+    errors = exc.errors(include_url=False)
+    return "; ".join(describe_one_error(err, whole) for err in (errors if every else errors[:1]))
+
+
+def describe_one_error(err: Any, whole: str) -> str:
     loc = ".".join(str(part) for part in err["loc"]) or whole
     if err["type"] == "missing":
         return f"expected member {loc!r}, found it missing"
     if err["type"] == "extra_forbidden":
         return f"expected only the specified members, found extra member {loc!r}"
+    if err["type"] == "value_error" and not err["loc"]:
+        return f"{whole}: {err['msg'].removeprefix('Value error, ')}"  # says what it found
     found = repr(err.get("input"))
     if len(found) > 60:
         found = found[:57] + "..."

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.keys import VerifyKey
-from ecpa.statement import NonEmptyStr, SafeInt, describe_validation
+from ecpa.statement import NonEmptyStr, SafeInt, describe_one_error, describe_validation
 
 __all__ = [
     "TRUST_STORE_SCHEMA",
@@ -243,7 +243,30 @@ def document_problems(doc: Mapping[str, Any]) -> list[str]:
         try:
             TrustEntry.model_validate(raw).verify_key()
         except ValidationError as exc:
-            problems.append(f"{where}: {describe_validation(exc, 'entry')}")
+            problems.extend(
+                f"{where}: {describe_one_error(err, 'entry')}"
+                for err in exc.errors(include_url=False)
+            )
+            problems.extend(f"{where}: {p}" for p in _raw_key_problems(raw))
         except EcpaError as exc:
             problems.append(f"{where}: {exc.detail}")
+    return problems
+
+
+def _raw_key_problems(raw: Any) -> list[str]:
+    """Key problems of an entry whose other members already failed, so none goes unseen."""
+    if not isinstance(raw, dict):
+        return []
+    loaders: tuple[tuple[str, Any], ...] = (
+        ("public_key_b64", VerifyKey.from_b64),
+        ("public_key_jwk", VerifyKey.from_jwk),
+        ("public_key_pem", VerifyKey.from_pem),
+    )
+    problems = []
+    for name, load in loaders:
+        if isinstance(raw.get(name), (str, dict)):
+            try:
+                load(raw[name])
+            except EcpaError as exc:
+                problems.append(exc.detail)
     return problems

@@ -7,6 +7,7 @@ One place, :func:`main`, maps failures to exit status: 0 success, 1 evidence ref
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Annotated
 
@@ -19,7 +20,7 @@ from ecpa.cli._keys import keygen_command, sign_command, trust_app
 from ecpa.cli._verify import VERIFY_EXAMPLES, inspect_command, verify_command
 from ecpa.errors import EcpaError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "script"]
 
 app = typer.Typer(
     name="ecpa",
@@ -76,5 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-if __name__ == "__main__":
+def script() -> None:
+    """The installed ``ecpa`` script: like a Unix filter, a closed pipe ends it quietly
+    (``ecpa verify log.jsonl | head`` must not report "invalid" because head stopped)."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    script()

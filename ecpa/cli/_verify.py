@@ -135,6 +135,8 @@ def verify_command(
 ) -> None:
     """Verify evidence by the ECPA 0.1 profile, one result line per item."""
     specs = evidence
+    if specs.count("-") > 1:
+        raise fail_usage("expected standard input (-) at most once, found it twice")
     jws_count = sum(1 for s in specs if s.endswith(".jws"))
     if payload is not None and (jws_count != 1 or len(specs) != 1):
         raise fail_usage("expected --payload with exactly one .jws EVIDENCE, found otherwise")
