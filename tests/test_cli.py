@@ -152,6 +152,29 @@ def test_installed_script_exit_statuses(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_installed_script_ends_quietly_on_a_closed_pipe(tmp_path: Path) -> None:
+    """`ecpa verify log | head -1`: head closing the pipe is not "invalid evidence" (1)
+    and prints no error; the script dies of SIGPIPE like any Unix filter (141)."""
+    trust = write_trust(tmp_path)
+    line = json.dumps(bundle()) + "\n"
+    (tmp_path / "big.jsonl").write_text(line * 5000)
+    proc = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"{SCRIPT} verify big.jsonl --trust {trust} --now {NOW} | head -1; "
+            'echo "status=${PIPESTATUS[0]}" >&2',
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.stdout.startswith("OK big.jsonl:1 ")
+    assert proc.stderr.strip() == "status=141", proc.stderr
+
+
 # --- internal errors: exit 3, one line, no traceback -------------------------------------
 
 
