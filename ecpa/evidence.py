@@ -10,6 +10,7 @@ write torn by a crash and is reported, never verified and never counted.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -102,7 +103,7 @@ def parse_record(data: bytes) -> Evidence:
 
 def _too_long(stream: BinaryIO) -> EcpaError:
     """Skip the rest of an over-long line without holding it in memory."""
-    skipped = MAX_RECORD_LENGTH
+    skipped = MAX_RECORD_LENGTH + 2
     while True:
         chunk = stream.readline(1 << 20)
         skipped += len(chunk)
@@ -123,11 +124,11 @@ def read_log(stream: BinaryIO) -> Iterator[LogLine]:
     """
     number = 0
     while True:
-        raw = stream.readline(MAX_RECORD_LENGTH + 1)
+        raw = stream.readline(MAX_RECORD_LENGTH + 2)  # the record, and room for "\r\n"
         if not raw:
             return
         number += 1
-        if len(raw) > MAX_RECORD_LENGTH and not raw.endswith(b"\n"):
+        if len(raw) == MAX_RECORD_LENGTH + 2 and not raw.endswith(b"\n"):
             yield LogLine(number, None, _too_long(stream))
             continue
         line = raw[:-1] if raw.endswith(b"\n") else raw
@@ -138,10 +139,22 @@ def read_log(stream: BinaryIO) -> Iterator[LogLine]:
         try:
             yield LogLine(number, parse_record(line), None)
         except EcpaError as exc:
-            # Torn: cut short by a crash, so unterminated and incomplete JSON. A complete
+            # Torn: cut short by a crash, so unterminated and not JSON at all. A complete
             # but wrong record without its newline is still a record, and still fails.
-            torn = not raw.endswith(b"\n") and exc.code is ErrorCode.MALFORMED_JSON
+            torn = (
+                not raw.endswith(b"\n")
+                and exc.code is ErrorCode.MALFORMED_JSON
+                and not _is_json(line)
+            )
             yield LogLine(number, None, exc, torn=torn)
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def evidence_digest(host_evidence: bytes) -> str:

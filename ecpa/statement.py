@@ -32,7 +32,8 @@ NonEmptyStr = Annotated[str, Field(strict=True, min_length=1)]
 #: ``sha256:`` followed by 64 lowercase hexadecimal digits.
 Sha256Digest = Annotated[str, Field(strict=True, pattern=r"^sha256:[0-9a-f]{64}$")]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True)
+# No populate_by_name: the wire name "schema" is the only name a statement may use.
+_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class Process(BaseModel):

@@ -33,7 +33,8 @@ __all__ = [
 TRUST_STORE_SCHEMA = "ecpa-trust-store/0.1"
 MAX_TRUST_STORE_BYTES = 16 * 1024 * 1024
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True)
+# No populate_by_name: a document names its schema "schema", never "store_schema".
+_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class TrustEntry(BaseModel):
@@ -231,8 +232,8 @@ def document_problems(doc: Mapping[str, Any]) -> list[str]:
     seen: dict[tuple[Any, Any], int] = {}
     for index, raw in enumerate(keys):
         where = f"keys.{index}"
-        if isinstance(raw, dict):
-            ident = (raw.get("issuer"), raw.get("kid"))
+        ident = (raw.get("issuer"), raw.get("kid")) if isinstance(raw, dict) else None
+        if ident is not None and all(isinstance(part, str) for part in ident):
             if ident in seen:
                 problems.append(
                     f"{where}: expected unique (issuer, kid), found {ident!r} as in "
@@ -243,26 +244,29 @@ def document_problems(doc: Mapping[str, Any]) -> list[str]:
         try:
             TrustEntry.model_validate(raw).verify_key()
         except ValidationError as exc:
-            problems.extend(
-                f"{where}: {describe_one_error(err, 'entry')}"
-                for err in exc.errors(include_url=False)
-            )
-            problems.extend(f"{where}: {p}" for p in _raw_key_problems(raw))
+            errors = exc.errors(include_url=False)
+            problems.extend(f"{where}: {describe_one_error(err, 'entry')}" for err in errors)
+            window_seen = any(not err["loc"] for err in errors)  # the entry-level check ran
+            problems.extend(f"{where}: {p}" for p in _raw_problems(raw, window=not window_seen))
         except EcpaError as exc:
             problems.append(f"{where}: {exc.detail}")
     return problems
 
 
-def _raw_key_problems(raw: Any) -> list[str]:
-    """Key problems of an entry whose other members already failed, so none goes unseen."""
+def _raw_problems(raw: Any, *, window: bool) -> list[str]:
+    """Key and window problems of an entry whose other members already failed (pydantic
+    then skips the entry-level checks), so that none goes unseen."""
     if not isinstance(raw, dict):
         return []
+    start, end = raw.get("not_before"), raw.get("not_after")
+    problems = []
+    if window and type(start) is int and type(end) is int and start > end:
+        problems.append(f"entry: expected not_before <= not_after, found {start} > {end}")
     loaders: tuple[tuple[str, Any], ...] = (
         ("public_key_b64", VerifyKey.from_b64),
         ("public_key_jwk", VerifyKey.from_jwk),
         ("public_key_pem", VerifyKey.from_pem),
     )
-    problems = []
     for name, load in loaders:
         if isinstance(raw.get(name), (str, dict)):
             try:

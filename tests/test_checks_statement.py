@@ -296,3 +296,18 @@ def test_signature_over_another_header_segment() -> None:
     other = b64u_encode(header_bytes(kid="test-key-2"))
     signature = KEY_1.sign(f"{other}.{b64u_encode(GOOD)}".encode())
     assert code_of(GOOD, f"{HSEG}..{b64u_encode(signature)}") == C.INVALID_SIGNATURE
+
+
+@pytest.mark.parametrize(
+    ("wire", "python"), [("schema", "statement_schema")], ids=["statement_schema"]
+)
+def test_python_field_name_is_not_a_member_name(wire: str, python: str) -> None:
+    """§1: exactly the 18 members, by their wire names. The model's Python name for
+    ``schema`` must not be accepted in its place (it once was, via populate_by_name)."""
+    st = statement()
+    st[python] = st.pop(wire)
+    assert code(st) == C.INVALID_STATEMENT
+    doc = {"store_schema": "ecpa-trust-store/0.1", "keys": []}
+    with pytest.raises(ecpa.EcpaError) as refused:
+        ecpa.TrustStore.from_dict(doc)
+    assert refused.value.code == C.TRUST_STORE_CONFIG
