@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ecpa._corpus_format import AttestationVectors, TrustStoreVectors
 from ecpa.statement import Statement
 from ecpa.trust import TrustStoreDocument
 
@@ -24,6 +25,19 @@ _MODELS: dict[str, tuple[type[BaseModel], str, str]] = {
         "ECPA 0.1 statement (PROFILE §1). Not expressible here: schema and profile must equal "
         "'ecpa-attestation-statement/0.1' and 'ecpa-jcs-jws-eddsa/0.1' (a verifier reports "
         "ATTESTATION_WRONG_PROFILE otherwise), and critical_claims must be empty in 0.1.",
+    ),
+    "attestation-vectors.schema.json": (
+        AttestationVectors,
+        "ecpa-attestation-vectors/0.1",
+        "A conformance corpus of ECPA 0.1 evidence (corpus/README.md): each case is verified "
+        "at its 'now' with its policy (default 0/300/300) and the trust store of 'keys' (or "
+        "its own 'trust'); cases with a binding also share one replay fence, in file order.",
+    ),
+    "trust-store-vectors.schema.json": (
+        TrustStoreVectors,
+        "ecpa-trust-store-vectors/0.1",
+        "Trust-store loading cases (PROFILE §5): each document must load ('OK') or be refused "
+        "with ATTESTATION_TRUST_STORE_CONFIG.",
     ),
     "trust-store.schema.json": (
         TrustStoreDocument,

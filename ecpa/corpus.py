@@ -9,8 +9,10 @@ Cases run in file order; those with a binding share one replay fence (PROFILE §
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,7 +24,15 @@ from ecpa.statement import describe_validation
 from ecpa.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.verify import DEFAULT_POLICY, Binding, Policy, verify
 
-__all__ = ["CaseResult", "run_corpus"]
+__all__ = [
+    "CORPUS_FILES",
+    "CaseResult",
+    "generate",
+    "run_any",
+    "run_corpus",
+    "run_trust_corpus",
+    "write",
+]
 
 OK = "OK"
 
@@ -110,3 +120,73 @@ def run_corpus(doc: Mapping[str, Any]) -> list[CaseResult]:
             got, detail = exc.code.value, exc.detail
         results.append(CaseResult(ident, expected, got, detail))
     return results
+
+
+def run_trust_corpus(doc: Mapping[str, Any]) -> list[CaseResult]:
+    """Run every case of a trust-store corpus (``ecpa-trust-store-vectors/0.1``): load each
+    document and compare "OK" or the code with the case's ``expected``.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a document that is not such a corpus.
+    """
+    cases = doc.get("cases")
+    if not isinstance(cases, list):
+        raise _bad_corpus("expected member 'cases' as an array")
+    results = []
+    for index, case in enumerate(cases):
+        where = f"cases.{index}"
+        if not isinstance(case, Mapping):
+            raise _bad_corpus(f"{where}: expected an object, found {type(case).__name__}")
+        ident = _field(case, "id", str, where)
+        expected = _field(case, "expected", str, f"{where} ({ident})")
+        try:
+            TrustStore.from_dict(_field(case, "document", dict, f"{where} ({ident})"))
+            got, detail = OK, ""
+        except EcpaError as exc:
+            got, detail = exc.code.value, exc.detail
+        results.append(CaseResult(ident, expected, got, detail))
+    return results
+
+
+TRUST_VECTORS_SCHEMA = "ecpa-trust-store-vectors/0.1"
+
+
+def run_any(doc: Mapping[str, Any]) -> list[CaseResult]:
+    """Run a corpus of either kind, chosen by its ``schema``."""
+    if doc.get("schema") == TRUST_VECTORS_SCHEMA:
+        return run_trust_corpus(doc)
+    return run_corpus(doc)
+
+
+#: The project's corpus, ``corpus/ecpa-0.1/``: the published cases byte for byte, the
+#: project's own cases, and the trust-store loading cases.
+CORPUS_FILES = (
+    "attestation-vectors.json",
+    "attestation-vectors-extended.json",
+    "trust-store-vectors.json",
+)
+
+
+def _dump(doc: Mapping[str, Any]) -> str:
+    # The published file's layout exactly: two-space indent, raw UTF-8, final newline.
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def generate() -> dict[str, str]:
+    """File name -> text of the whole corpus, deterministically (TEST seeds, fixed times)."""
+    from ecpa._corpus_extended import extended_document, trust_store_cases
+    from ecpa._corpus_upstream import upstream_document
+
+    docs = (upstream_document(), extended_document(), trust_store_cases())
+    return {name: _dump(doc) for name, doc in zip(CORPUS_FILES, docs, strict=True)}
+
+
+def write(directory: Path) -> list[Path]:
+    """Write the corpus into ``directory`` (created if missing); return the paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in generate().items():
+        path = directory / name
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    return paths

@@ -187,7 +187,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
     [
         ("ecpa.cli._verify.verify_evidence", ["verify", "ev.jws", "--trust", "trust.json"]),
         ("ecpa.cli._keys.sign", ["sign", "ev.json", "--key", "k1.pem", "--out", "out"]),
-        ("ecpa.cli._demo.run_corpus", ["corpus", "check", "trust.json"]),
+        ("ecpa.cli._demo.run_any", ["corpus", "check", "trust.json"]),
     ],
     ids=["verify", "sign", "corpus-check"],
 )
@@ -321,7 +321,7 @@ def test_corpus_check_upstream() -> None:
     assert run.status == 0
     results = [json.loads(line) for line in run.lines]
     assert len(results) == 56
-    assert all(set(r) == {"id", "expected", "got", "passed", "detail"} for r in results)
+    assert all(set(r) == {"file", "id", "expected", "got", "passed", "detail"} for r in results)
     assert all(r["passed"] is True and r["expected"] == r["got"] for r in results)
     assert run.err == "56 passed, 0 failed\n"
 
