@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ecpa._corpus_format import AttestationVectors, TrustStoreVectors
+from ecpa._files import write_generated
 from ecpa.statement import Statement
 from ecpa.trust import TrustStoreDocument
 
@@ -66,13 +67,7 @@ def generate() -> dict[str, str]:
 
 def write(directory: Path) -> list[Path]:
     """Write every schema into ``directory``; return the paths written."""
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, text in generate().items():
-        path = directory / name
-        path.write_text(text, encoding="utf-8")
-        paths.append(path)
-    return paths
+    return write_generated(directory, generate())
 
 
 if __name__ == "__main__":  # pragma: no cover - a maintenance entry point

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ecpa._b64 import b64u_decode
+from ecpa._files import write_generated
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.replay import MemoryReplayFence
 from ecpa.statement import describe_validation
@@ -183,10 +184,4 @@ def generate() -> dict[str, str]:
 
 def write(directory: Path) -> list[Path]:
     """Write the corpus into ``directory`` (created if missing); return the paths."""
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, text in generate().items():
-        path = directory / name
-        path.write_text(text, encoding="utf-8")
-        paths.append(path)
-    return paths
+    return write_generated(directory, generate())

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
+from ecpa._files import read_bounded
 from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.keys import VerifyKey
@@ -199,15 +200,7 @@ def read_document(path: str | Path) -> dict[str, Any]:
         EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable file or bad JSON.
     """
     path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_TRUST_STORE_BYTES + 1)
-    except OSError as exc:
-        raise _config_error(f"expected a readable file at {path}, found: {exc.strerror}") from None
-    if len(data) > MAX_TRUST_STORE_BYTES:
-        raise _config_error(
-            f"expected a trust store of at most {MAX_TRUST_STORE_BYTES} bytes, found more"
-        )
+    data = read_bounded(path, MAX_TRUST_STORE_BYTES, ErrorCode.TRUST_STORE_CONFIG)
     try:
         return parse_object(data, what=str(path))
     except EcpaError as exc:

@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 
 import typer
 
+from ecpa._files import read_bounded
 from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.evidence import Evidence, parse_record, read_log
@@ -34,14 +35,7 @@ def fail_usage(detail: str) -> EcpaError:
 
 def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     """A whole (bounded) file, or ``ECPA_INVALID_INPUT`` naming what went wrong."""
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise fail_usage(f"expected a readable file at {path}, found: {exc.strerror}") from None
-    if len(data) > limit:
-        raise fail_usage(f"expected at most {limit} bytes in {path}, found more")
-    return data
+    return read_bounded(path, limit, ErrorCode.INVALID_INPUT)
 
 
 def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[str, Any]:
