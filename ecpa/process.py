@@ -1,0 +1,208 @@
+"""Process identity, liveness and the launch binding (RUNTIME.md).
+
+A pid alone names a process only until it exits: the kernel reuses pids, and a reboot
+reuses all of them. A process is named here by (host, boot id, pid, start ticks): the start
+time in clock ticks since boot (field 22 of ``/proc/<pid>/stat``) differs for a reused pid,
+and the boot id differs after a reboot. ``proc_root`` is a parameter so tests can fake
+``/proc``: pid reuse, reboots, odd command names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ecpa.errors import EcpaError, ErrorCode
+
+__all__ = [
+    "ENV_NAMES",
+    "LaunchEnvironment",
+    "Liveness",
+    "ProcessIdentity",
+    "check_alive",
+    "launch_from_env",
+    "read_boot_id",
+    "read_identity",
+]
+
+PROC = Path("/proc")
+_START_IDENTITY = re.compile(r"pid:(\d+):start_ticks:(\d+):boot:([0-9A-Za-z-]+)")
+
+
+def _bad(detail: str) -> EcpaError:
+    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """Who a process is, across pid reuse and reboots."""
+
+    host: str
+    pid: int
+    start_ticks: int
+    boot_id: str
+
+    @property
+    def start_identity(self) -> str:
+        """The statement's ``process.start_identity``: ``pid:P:start_ticks:T:boot:B``."""
+        return f"pid:{self.pid}:start_ticks:{self.start_ticks}:boot:{self.boot_id}"
+
+    @classmethod
+    def parse(cls, host: str, start_identity: str) -> ProcessIdentity:
+        """Read back a statement's ``process.host`` and ``process.start_identity``.
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_INPUT`` when ``start_identity`` has another shape.
+        """
+        match = _START_IDENTITY.fullmatch(start_identity)
+        if match is None:
+            raise _bad(
+                "expected start_identity 'pid:<pid>:start_ticks:<ticks>:boot:<boot id>', "
+                f"found {start_identity!r}"
+            )
+        return cls(host, int(match.group(1)), int(match.group(2)), match.group(3))
+
+
+def read_boot_id(proc_root: Path = PROC) -> str:
+    """This boot's id (``/proc/sys/kernel/random/boot_id``).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when it cannot be read.
+    """
+    path = proc_root / "sys" / "kernel" / "random" / "boot_id"
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _bad(f"expected a boot id at {path}, found: {exc}") from None
+
+
+def _start_ticks(pid: int, proc_root: Path) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat``, or None when there is no such process.
+
+    The command name (field 2) is in parentheses and may itself hold spaces and ``)``, so
+    the fields are counted from after the LAST ``)``: field 3 is the first one there.
+    """
+    try:
+        data = (proc_root / str(pid) / "stat").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise _bad(f"expected a readable /proc/{pid}/stat, found: {exc.strerror}") from None
+    end = data.rfind(b")")
+    fields = data[end + 1 :].split()
+    if end < 0 or len(fields) < 20 or not fields[19].isdigit():
+        raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {data[:80]!r}")
+    return int(fields[19])  # field 22 is the 20th after the command name
+
+
+def read_identity(
+    pid: int | None = None, *, proc_root: Path = PROC, host: str | None = None
+) -> ProcessIdentity:
+    """The identity of process ``pid`` (default: this process) on this host, now.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when there is no such process or /proc is unreadable.
+    """
+    pid = os.getpid() if pid is None else pid
+    ticks = _start_ticks(pid, proc_root)
+    if ticks is None:
+        raise _bad(f"expected a process {pid}, found none")
+    return ProcessIdentity(host or socket.gethostname(), pid, ticks, read_boot_id(proc_root))
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """Whether the process a statement names is alive now, and why not if it is not."""
+
+    alive: bool
+    reason: str
+
+
+def check_alive(
+    identity: ProcessIdentity, *, proc_root: Path = PROC, host: str | None = None
+) -> Liveness:
+    """Is the very process ``identity`` names still running: same host, same boot, a process
+    with that pid whose start ticks are unchanged (a reused pid is another process)."""
+    here = host or socket.gethostname()
+    if identity.host != here:
+        return Liveness(False, f"process on host {identity.host!r}, not this host {here!r}")
+    boot = read_boot_id(proc_root)
+    if identity.boot_id != boot:
+        return Liveness(False, f"process of boot {identity.boot_id}, the host rebooted ({boot})")
+    ticks = _start_ticks(identity.pid, proc_root)
+    if ticks is None:
+        return Liveness(False, f"process not alive: no process {identity.pid}")
+    if ticks != identity.start_ticks:
+        return Liveness(
+            False,
+            f"process not alive: pid {identity.pid} was reused (start ticks {ticks}, "
+            f"expected {identity.start_ticks})",
+        )
+    return Liveness(True, f"process {identity.pid} alive since tick {ticks}")
+
+
+#: The launch binding the manager sets for the plugin's process (RUNTIME.md).
+ENV_NAMES = (
+    "ECPA_PLAN_ID",
+    "ECPA_LAUNCH_ID",
+    "ECPA_CHALLENGE",
+    "ECPA_PLUGIN_ID",
+    "ECPA_ARTIFACT_DIGEST",
+    "ECPA_ISSUER",
+    "ECPA_KID",
+    "ECPA_SIGNING_KEY_FILE",
+    "ECPA_EVIDENCE_DIR",
+    "ECPA_PROCESS_EPOCH",
+)
+
+
+@dataclass(frozen=True)
+class LaunchEnvironment:
+    """The launch binding as the observer reads it from its environment."""
+
+    plan_id: str
+    launch_id: str
+    challenge: str
+    plugin_id: str
+    artifact_digest: str
+    issuer: str
+    kid: str
+    signing_key_file: Path
+    evidence_dir: Path
+    process_epoch: int
+
+
+def launch_from_env(env: Mapping[str, str]) -> LaunchEnvironment | None:
+    """The launch binding from ``env`` (pass ``os.environ``), or None when none is set.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when it is partial or malformed: the observer must
+            then stay inactive, loudly, rather than sign for the wrong launch.
+    """
+    present = [name for name in ENV_NAMES if env.get(name)]
+    if not present:
+        return None
+    missing = [name for name in ENV_NAMES if not env.get(name)]
+    if missing:
+        raise _bad(f"expected the whole launch binding, found {missing} missing")
+    epoch = env["ECPA_PROCESS_EPOCH"]
+    if not epoch.isascii() or not epoch.isdigit() or int(epoch) > 2**53 - 1:
+        raise _bad(f"expected ECPA_PROCESS_EPOCH as an integer in [0, 2**53-1], found {epoch!r}")
+    if len(env["ECPA_CHALLENGE"]) < 22:  # 128 bits as base64url is 22 characters
+        raise _bad("expected ECPA_CHALLENGE of at least 128 bits (22 base64url characters)")
+    return LaunchEnvironment(
+        plan_id=env["ECPA_PLAN_ID"],
+        launch_id=env["ECPA_LAUNCH_ID"],
+        challenge=env["ECPA_CHALLENGE"],
+        plugin_id=env["ECPA_PLUGIN_ID"],
+        artifact_digest=env["ECPA_ARTIFACT_DIGEST"],
+        issuer=env["ECPA_ISSUER"],
+        kid=env["ECPA_KID"],
+        signing_key_file=Path(env["ECPA_SIGNING_KEY_FILE"]),
+        evidence_dir=Path(env["ECPA_EVIDENCE_DIR"]),
+        process_epoch=int(epoch),
+    )
