@@ -81,7 +81,8 @@ def read_boot_id(proc_root: Path = PROC) -> str:
 
 
 def _start_ticks(pid: int, proc_root: Path) -> int | None:
-    """Field 22 of ``/proc/<pid>/stat``, or None when there is no such process.
+    """Field 22 of ``/proc/<pid>/stat``, or None when there is no such process or it is a
+    zombie (state Z or X: it has exited and only waits to be reaped).
 
     The command name (field 2) is in parentheses and may itself hold spaces and ``)``, so
     the fields are counted from after the LAST ``)``: field 3 is the first one there.
@@ -96,6 +97,8 @@ def _start_ticks(pid: int, proc_root: Path) -> int | None:
     fields = data[end + 1 :].split()
     if end < 0 or len(fields) < 20 or not fields[19].isdigit():
         raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {data[:80]!r}")
+    if fields[0] in (b"Z", b"X"):  # field 3, the state
+        return None
     return int(fields[19])  # field 22 is the 20th after the command name
 
 
@@ -135,7 +138,7 @@ def check_alive(
         return Liveness(False, f"process of boot {identity.boot_id}, the host rebooted ({boot})")
     ticks = _start_ticks(identity.pid, proc_root)
     if ticks is None:
-        return Liveness(False, f"process not alive: no process {identity.pid}")
+        return Liveness(False, f"process not alive: no running process {identity.pid}")
     if ticks != identity.start_ticks:
         return Liveness(
             False,
