@@ -14,7 +14,7 @@ compact JWS with Ed25519. :func:`verify` either returns the statement or raises
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.jcs import canonicalize
 from ecpa.keys import SigningKey, VerifyKey
-from ecpa.replay import MemoryReplayFence, ReplayFence
+from ecpa.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence
 from ecpa.sign import Signed, sign
 from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
 from ecpa.trust import TRUST_STORE_SCHEMA, TrustEntry, TrustStore
@@ -33,6 +33,7 @@ __all__ = [
     "ReplayFence",
     "Signed",
     "SigningKey",
+    "SqliteReplayFence",
     "Statement",
     "TrustEntry",
     "TrustStore",
