@@ -30,7 +30,9 @@ __all__ = [
 ]
 
 PROC = Path("/proc")
-_START_IDENTITY = re.compile(r"pid:(\d+):start_ticks:(\d+):boot:([0-9A-Za-z-]+)")
+# ASCII digits only (``\d`` would take any script's digits), at most 20 of them: a pid and
+# start ticks fit in 64 bits, and int() refuses more than 4300 digits with a ValueError.
+_START_IDENTITY = re.compile(r"pid:([0-9]{1,20}):start_ticks:([0-9]{1,20}):boot:([0-9A-Za-z-]+)")
 
 
 def _bad(detail: str) -> EcpaError:
@@ -95,7 +97,7 @@ def _start_ticks(pid: int, proc_root: Path) -> int | None:
         raise _bad(f"expected a readable /proc/{pid}/stat, found: {exc.strerror}") from None
     end = data.rfind(b")")
     fields = data[end + 1 :].split()
-    if end < 0 or len(fields) < 20 or not fields[19].isdigit():
+    if end < 0 or len(fields) < 20 or not (fields[19].isdigit() and len(fields[19]) <= 20):
         raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {data[:80]!r}")
     if fields[0] in (b"Z", b"X"):  # field 3, the state
         return None
@@ -193,7 +195,7 @@ def launch_from_env(env: Mapping[str, str]) -> LaunchEnvironment | None:
     if missing:
         raise _bad(f"expected the whole launch binding, found {missing} missing")
     epoch = env["ECPA_PROCESS_EPOCH"]
-    if not epoch.isascii() or not epoch.isdigit() or int(epoch) > 2**53 - 1:
+    if not (epoch.isascii() and epoch.isdigit() and len(epoch) <= 16 and int(epoch) < 2**53):
         raise _bad(f"expected ECPA_PROCESS_EPOCH as an integer in [0, 2**53-1], found {epoch!r}")
     if len(env["ECPA_CHALLENGE"]) < 22:  # 128 bits as base64url is 22 characters
         raise _bad("expected ECPA_CHALLENGE of at least 128 bits (22 base64url characters)")
