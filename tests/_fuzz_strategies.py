@@ -333,5 +333,9 @@ def reencodings(text: str) -> list[tuple[str, bytes]]:
     if any(ord(c) > 0xFFFF for c in text):
         out.append(("cesu-8", cesu8(text)))
     if any(0x80 <= ord(c) < 0x100 for c in text) and all(ord(c) < 0x100 for c in text):
-        out.append(("latin-1", text.encode("latin-1")))
+        latin1 = text.encode("latin-1")
+        try:  # "\xe1\x80\x80" in Latin-1 is valid UTF-8 for another text: not a re-encoding
+            latin1.decode("utf-8")
+        except UnicodeDecodeError:
+            out.append(("latin-1", latin1))
     return out
