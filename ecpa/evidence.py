@@ -4,18 +4,23 @@ A *bundle* is ``{"payload_b64": ..., "detached_jws": ...}``; an *evidence record
 ``"schema": "ecpa-evidence-record/0.1"`` and, optionally, ``host_evidence_b64``: the exact
 bytes of the raw counters record whose ``sha256:`` digest the statement carries as
 ``evidence_digest``. A log holds one record per line; a last line without its newline is a
-write torn by a crash and is reported, never verified and never counted.
+write torn by a crash and is reported, never verified and never counted. :class:`EvidenceLog`
+appends to a log the way RUNTIME.md asks: one ``write`` per line, ``fsync`` per batch, mode
+0600, never through a symlink.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+import os
+import stat
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ecpa._b64 import b64u_decode
+from ecpa._b64 import b64u_decode, b64u_encode
 from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
@@ -26,9 +31,11 @@ from ecpa.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify
 __all__ = [
     "RECORD_SCHEMA",
     "Evidence",
+    "EvidenceLog",
     "LogLine",
     "parse_record",
     "read_log",
+    "record_line",
     "verify_evidence",
 ]
 
@@ -198,3 +205,180 @@ def verify_evidence(
         st = verified.statement
         replay.check_and_record(st.challenge_nonce, expires_at=st.expires_at)
     return verified
+
+
+def record_line(evidence: Evidence) -> bytes:
+    """The log line of ``evidence``: compact JSON with the members in RUNTIME.md's order
+    (``schema``, ``host_evidence_b64`` if any, ``payload_b64``, ``detached_jws``) and a
+    final ``\\n``. :func:`parse_record` reads it back to an equal :class:`Evidence`.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when a member has the wrong type or the line would
+            be longer than a reader accepts.
+    """
+    if not isinstance(evidence.payload, bytes) or not isinstance(evidence.detached_jws, str):
+        raise EcpaError(
+            ErrorCode.INVALID_INPUT,
+            "expected evidence with bytes payload and str detached_jws, found "
+            f"{type(evidence.payload).__name__} and {type(evidence.detached_jws).__name__}",
+        )
+    obj: dict[str, str] = {"schema": RECORD_SCHEMA}
+    if evidence.host_evidence is not None:
+        if not isinstance(evidence.host_evidence, bytes):
+            raise EcpaError(
+                ErrorCode.INVALID_INPUT,
+                f"expected bytes host_evidence, found {type(evidence.host_evidence).__name__}",
+            )
+        obj["host_evidence_b64"] = b64u_encode(evidence.host_evidence)
+    obj["payload_b64"] = b64u_encode(evidence.payload)
+    obj["detached_jws"] = evidence.detached_jws
+    line = json.dumps(obj, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    if len(line) > MAX_RECORD_LENGTH:
+        raise EcpaError(
+            ErrorCode.INVALID_INPUT,
+            f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found {len(line)}",
+        )
+    return line + b"\n"
+
+
+def _io_error(what: str, path: str, exc: OSError) -> EcpaError:
+    return EcpaError(ErrorCode.INVALID_INPUT, f"expected {what} {path}, found: {exc}")
+
+
+class EvidenceLog:
+    """An append-only evidence log file (RUNTIME.md "Writing").
+
+    Opening refuses a symlink as the last path component (``O_NOFOLLOW``), anything but a
+    regular file, a file of another user and a file whose mode grants group or other any
+    access: a log someone else could read or write is refused, not silently repaired, since
+    its earlier lines cannot be trusted either. A new file is created with mode 0600. If the
+    file ends in a line torn by a crash, a ``\\n`` closes that line first, so the next record
+    is not glued onto it (readers then report the fragment as one invalid line).
+
+    Each record is one ``os.write`` of a whole line (``O_APPEND``, so concurrent appenders
+    never interleave within a line); :meth:`append_batch` and :meth:`flush` ``fsync``.
+    Thread-safe. Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open or create the log at ``path``.
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_INPUT`` for a symlink, a directory, a FIFO or other
+                non-regular file, a foreign owner, a mode other than owner-only, or an
+                ``OSError``.
+        """
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        self._torn = False  # a failed append left part of a line behind
+        # O_RDWR (not O_WRONLY) to read the last byte; O_NONBLOCK so a FIFO without a
+        # reader fails at once instead of blocking, and one with a reader reaches fstat.
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            self._fd: int | None = os.open(self.path, flags | os.O_NONBLOCK, 0o600)
+        except OSError as exc:
+            raise _io_error("a regular file (not a symlink) at", self.path, exc) from None
+        try:
+            self._check_and_prepare()
+        except BaseException:
+            os.close(self._fd)
+            self._fd = None
+            raise
+
+    def _check_and_prepare(self) -> None:
+        assert self._fd is not None
+        try:
+            st = os.fstat(self._fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise EcpaError(
+                    ErrorCode.INVALID_INPUT,
+                    f"expected a regular file at {self.path}, found mode "
+                    f"{stat.filemode(st.st_mode)}",
+                )
+            if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+                raise EcpaError(
+                    ErrorCode.INVALID_INPUT,
+                    f"expected a file of uid {os.geteuid()} with mode 0600 at {self.path}, "
+                    f"found uid {st.st_uid} and mode {stat.S_IMODE(st.st_mode):04o}",
+                )
+            os.set_blocking(self._fd, True)
+            if st.st_size and os.pread(self._fd, 1, st.st_size - 1) != b"\n":
+                self._torn = True  # the next write starts with "\n"
+        except OSError as exc:
+            raise _io_error("a usable log file at", self.path, exc) from None
+
+    def _write_line(self, fd: int, line: bytes) -> None:
+        if self._torn:
+            line = b"\n" + line
+        view = memoryview(line)
+        try:
+            written = os.write(fd, view)
+            while written < len(view):  # only after a short write (full disk, signal)
+                self._torn = True
+                written += os.write(fd, view[written:])
+        except OSError as exc:
+            raise _io_error("a writable log at", self.path, exc) from None
+        self._torn = False
+
+    def _require_open(self) -> int:
+        if self._fd is None:
+            raise EcpaError(
+                ErrorCode.INVALID_INPUT, f"expected an open log at {self.path}, found it closed"
+            )
+        return self._fd
+
+    def append(self, evidence: Evidence) -> None:
+        """Append one record line with a single ``write``; not synced (see :meth:`flush`).
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_INPUT`` for evidence :func:`record_line` refuses, a
+                closed log or a failed write.
+        """
+        line = record_line(evidence)
+        with self._lock:
+            self._write_line(self._require_open(), line)
+
+    def append_batch(self, items: Iterable[Evidence]) -> int:
+        """Append each record with one ``write``, then ``fsync`` once; return how many.
+
+        Every item is encoded before anything is written, so a bad item writes nothing.
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_INPUT``, as :meth:`append`, or a failed ``fsync``.
+        """
+        lines = [record_line(item) for item in items]
+        with self._lock:
+            fd = self._require_open()
+            for line in lines:
+                self._write_line(fd, line)
+            self._sync(fd)
+        return len(lines)
+
+    def _sync(self, fd: int) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise _io_error("a log that syncs at", self.path, exc) from None
+
+    def flush(self) -> None:
+        """``fsync`` the log. Raises ``EcpaError`` (``ECPA_INVALID_INPUT``) on failure."""
+        with self._lock:
+            self._sync(self._require_open())
+
+    def close(self) -> None:
+        """``fsync`` and close; closing twice is harmless. Raises as :meth:`flush`; the file
+        descriptor is closed even then."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+            if fd is None:
+                return
+            try:
+                self._sync(fd)
+            finally:
+                os.close(fd)
+
+    def __enter__(self) -> EvidenceLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -143,6 +143,28 @@ class SqliteReplayFence:
                     f"expected a writable replay database at {self.path}, found: {exc}",
                 ) from None
 
+    def purge(self, *, now: int, clock_skew: int = 0) -> int:
+        """Forget nonces of statements expired before ``now - clock_skew``; return how many.
+
+        One ``DELETE`` statement, hence one transaction: a crash leaves all of them or none.
+        ``verify`` refuses such statements as expired at that ``now``, so they cannot be
+        replayed into acceptance; keep ``now`` monotonic when you purge.
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_INPUT`` when the database cannot be written.
+        """
+        with self._lock:
+            try:
+                cursor = self._db.execute(
+                    "DELETE FROM accepted_nonce WHERE expires_at < ?", (now - clock_skew,)
+                )
+            except sqlite3.Error as exc:
+                raise EcpaError(
+                    ErrorCode.INVALID_INPUT,
+                    f"expected a writable replay database at {self.path}, found: {exc}",
+                ) from None
+            return cursor.rowcount
+
     def __contains__(self, nonce: object) -> bool:
         with self._lock:
             row = self._db.execute(
