@@ -1,0 +1,95 @@
+"""``ecpa status``: is the plugin really handling runtime work in a live process, now."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ecpa._json import MAX_SAFE_INTEGER
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, json_line, read_json_object, safe
+from ecpa.runtime import (
+    RuntimeStatus,
+    expected_from_dict,
+    status_from_files,
+    status_from_launch_dir,
+)
+
+__all__ = ["STATUS_EXAMPLES", "status_command"]
+
+STATUS_EXAMPLES = """\b
+Examples:
+  ecpa status --launch runs/launch-1
+  ecpa status --evidence ev/launch-1.jsonl --trust trust.json --binding binding.json --json
+
+\b
+binding.json: {"plan_id", "launch_id", "plugin_id", "artifact_digest", "process_epoch",
+"challenge", "heartbeat_window_s" (optional, default 3)}.
+
+\b
+Exit status: 0 runtime_effective true, 1 false, 2 usage error or unreadable input,
+3 internal error.
+"""
+
+
+def _to_json(status: RuntimeStatus) -> dict[str, Any]:
+    return {
+        "runtime_effective": status.effective,
+        "effective": status.effective,
+        "reasons": list(status.reasons),
+        "accepted": status.accepted,
+        "refused": status.refused,
+        "torn": status.torn,
+        "last_seq": status.last_seq,
+        "gaps": [list(gap) for gap in status.gaps],
+        "newest": status.newest.to_dict() if status.newest else None,
+        "counters": status.counters,
+    }
+
+
+def status_command(
+    launch: Annotated[
+        Path | None, typer.Option(help="Launch directory written by `ecpa run`.")
+    ] = None,
+    evidence: Annotated[
+        Path | None, typer.Option(help="Evidence log (.jsonl); needs --trust and --binding.")
+    ] = None,
+    trust: Annotated[Path | None, typer.Option(help="Trust store file (with --evidence).")] = None,
+    binding: Annotated[
+        Path | None, typer.Option(help="JSON file with the expected launch (with --evidence).")
+    ] = None,
+    now: Annotated[
+        int | None, typer.Option(help="Derivation time, Unix seconds (default: the clock).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """Derive runtime_effective: signed, fresh, bound evidence from a live process.
+
+    Prints `runtime_effective: true|false`, then one `reason:` line per reason.
+    """
+    when = int(time.time()) if now is None else now
+    if not 0 <= when <= MAX_SAFE_INTEGER:
+        raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
+    if (launch is None) == (evidence is None):
+        raise fail_usage("expected exactly one of --launch DIR and --evidence LOG")
+    if launch is not None:
+        if trust is not None or binding is not None:
+            raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
+        if not launch.is_dir():
+            raise fail_usage(f"expected a launch directory at {launch}, found none")
+        status = status_from_launch_dir(launch, now=when)
+    else:
+        assert evidence is not None
+        if trust is None or binding is None:
+            raise fail_usage("expected --trust FILE and --binding FILE with --evidence")
+        expected = expected_from_dict(read_json_object(binding, "binding"), f"binding {binding}")
+        status = status_from_files(evidence, trust, expected, now=when)
+    if as_json:
+        typer.echo(json_line(_to_json(status)))
+    else:
+        typer.echo(f"runtime_effective: {'true' if status.effective else 'false'}")
+        for reason in status.reasons:
+            typer.echo(f"reason: {safe(reason)}")
+    raise typer.Exit(EXIT_OK if status.effective else EXIT_INVALID)

@@ -1,0 +1,458 @@
+"""runtime_effective derivation (RUNTIME.md "Deriving runtime_effective") and `ecpa status`."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ecpa
+from ecpa._b64 import b64u_encode
+from ecpa.evidence import LogLine, evidence_digest, read_log
+from ecpa.process import Liveness, ProcessIdentity, check_alive, read_identity
+from ecpa.runtime import (
+    ExpectedLaunch,
+    RuntimeStatus,
+    derive,
+    status_from_files,
+    status_from_launch_dir,
+)
+from tests._cli_helpers import ecpa_main
+from tests.support import KEY_1, NOW, ROOT, statement, store, trust_doc
+
+CHALLENGE = "Q2hhbGxlbmdlLTEyOC1iaXRz"
+EXPECTED = ExpectedLaunch(
+    plan_id="plan:sha256:" + "1" * 64,
+    launch_id="launch-1",
+    plugin_id="plugin:sha256:" + "2" * 64,
+    artifact_digest="sha256:" + "3" * 64,
+    process_epoch=7,
+    challenge=CHALLENGE,
+    heartbeat_window_s=3,
+)
+IDENT = ProcessIdentity("host-a", 4242, 123456, "boot-aaaa")
+BINDING_MISMATCH = "ATTESTATION_BINDING_MISMATCH"
+
+
+def counters(seq: int, ident: ProcessIdentity = IDENT, **changes: Any) -> bytes:
+    doc: dict[str, Any] = {
+        "schema": "ecpa-dispatch-counters/0.1",
+        "plugin_id": EXPECTED.plugin_id,
+        "seq": seq,
+        "process": {
+            "host": ident.host,
+            "pid": ident.pid,
+            "start_ticks": ident.start_ticks,
+            "boot_id": ident.boot_id,
+        },
+        "calls": 10 * seq,
+        "selections": 5 * seq,
+        "abstentions": 5 * seq,
+        "failures": 0,
+        "dropped": 0,
+        "window_start": NOW - 2,
+        "window_end": NOW - 1,
+    }
+    doc.update(changes)
+    return ecpa.canonicalize(doc)
+
+
+def record(
+    seq: int,
+    *,
+    ident: ProcessIdentity = IDENT,
+    issued_at: int = NOW - 1,
+    raw: bytes | None = None,
+    host_evidence: bool = True,
+    counter_changes: dict[str, Any] | None = None,
+    **changes: Any,
+) -> bytes:
+    """One evidence log line: a signed statement about a counters record of ``seq``."""
+    raw = raw if raw is not None else counters(seq, ident, **(counter_changes or {}))
+    values: dict[str, Any] = {
+        "obligation": "victim-selector-dispatch",
+        "challenge_nonce": f"{CHALLENGE}:{seq}",
+        "evidence_digest": evidence_digest(raw),
+        "process__host": ident.host,
+        "process__start_identity": ident.start_identity,
+        "observed_at": issued_at - 1,
+        "issued_at": issued_at,
+        "expires_at": issued_at + 60,
+    }
+    st = statement(**{**values, **changes})
+    signed = ecpa.sign(st, KEY_1)
+    obj = {"schema": "ecpa-evidence-record/0.1"}
+    if host_evidence:
+        obj["host_evidence_b64"] = b64u_encode(raw)
+    obj["payload_b64"] = b64u_encode(signed.payload)
+    obj["detached_jws"] = signed.detached_jws
+    return json.dumps(obj).encode() + b"\n"
+
+
+def lines(*records: bytes) -> list[LogLine]:
+    return list(read_log(io.BytesIO(b"".join(records))))
+
+
+def alive(identity: ProcessIdentity) -> Liveness:
+    return Liveness(True, f"process {identity.pid} alive")
+
+
+def dead(identity: ProcessIdentity) -> Liveness:
+    return Liveness(False, f"process not alive: no running process {identity.pid}")
+
+
+def run(*records: bytes, now: int = NOW, **kwargs: Any) -> RuntimeStatus:
+    kwargs.setdefault("liveness", alive)
+    return derive(lines(*records), store(), EXPECTED, now=now, **kwargs)
+
+
+def test_effective_true_with_reasons() -> None:
+    status = run(record(1), record(2))
+    assert status.effective
+    assert status.accepted == 2
+    assert status.last_seq == 2
+    assert status.refused == {}
+    assert status.newest is not None
+    assert status.newest.challenge_nonce == f"{CHALLENGE}:2"
+    assert status.counters is not None
+    assert status.counters["selections"] == 10
+    assert status.reasons
+    assert not status.gaps
+    assert status.torn == 0
+
+
+def test_no_records_is_false_with_reason() -> None:
+    status = run()
+    assert not status.effective
+    assert status.reasons
+    assert status.newest is None
+
+
+def test_stale_is_false() -> None:
+    status = run(record(1, issued_at=NOW - 10))
+    assert not status.effective
+    assert any(r.startswith("stale: newest statement issued 10 s ago") for r in status.reasons)
+
+
+def test_dead_process_is_false() -> None:
+    status = run(record(1), liveness=dead)
+    assert not status.effective
+    assert any("process not alive" in r for r in status.reasons)
+
+
+@pytest.mark.parametrize(
+    ("field", "changes"),
+    [
+        ("launch_id", {"launch_id": "launch-2"}),
+        ("plan_id", {"plan_id": "plan:sha256:" + "9" * 64}),
+        ("plugin_id", {"plugin_id": "plugin:sha256:" + "9" * 64}),
+        ("artifact_digest", {"artifact_digest": "sha256:" + "9" * 64}),
+        ("process.epoch", {"process__epoch": 8}),
+    ],
+)
+def test_record_for_another_launch_is_refused(field: str, changes: dict[str, Any]) -> None:
+    status = run(record(1, **changes))
+    assert not status.effective
+    assert status.refused == {BINDING_MISMATCH: 1}
+    assert any(f"record for another launch: {field} " in r for r in status.reasons)
+
+
+def test_foreign_record_does_not_hide_a_good_one() -> None:
+    status = run(record(1, launch_id="launch-2"), record(2))
+    assert status.effective
+    assert status.accepted == 1
+    assert status.refused == {BINDING_MISMATCH: 1}
+
+
+def test_wrong_challenge_prefix_is_refused() -> None:
+    status = run(record(1, challenge_nonce="other-challenge:1"))
+    assert not status.effective
+    assert status.refused == {BINDING_MISMATCH: 1}
+    assert any("challenge_nonce" in r for r in status.reasons)
+
+
+def test_nonce_seq_must_match_counters_seq() -> None:
+    status = run(record(1, challenge_nonce=f"{CHALLENGE}:2"))
+    assert status.refused == {BINDING_MISMATCH: 1}
+
+
+def test_replayed_record_is_refused() -> None:
+    status = run(record(1), record(1))
+    assert status.effective
+    assert status.accepted == 1
+    assert status.refused == {"REPLAYED_NONCE": 1}
+
+
+def test_replay_across_derivations_with_one_fence() -> None:
+    fence = ecpa.MemoryReplayFence()
+    assert run(record(1), replay=fence).effective
+    status = run(record(1), replay=fence)
+    assert not status.effective
+    assert status.refused == {"REPLAYED_NONCE": 1}
+
+
+class ForgetfulFence:
+    """A fence that accepts every nonce, as a purged or misconfigured one might."""
+
+    def check_and_record(self, nonce: str, *, expires_at: int) -> None:
+        del nonce, expires_at
+
+
+def test_replay_is_refused_even_by_a_forgetful_fence() -> None:
+    status = run(record(1), record(1), replay=ForgetfulFence())
+    assert status.accepted == 1
+    assert status.refused == {"REPLAYED_NONCE": 1}
+
+
+def test_seq_going_backwards_is_refused() -> None:
+    status = run(record(2), record(1))
+    assert status.accepted == 1
+    assert status.last_seq == 2
+    assert status.refused == {"REPLAYED_NONCE": 1}
+
+
+def test_no_selections_is_false() -> None:
+    status = run(record(1, counter_changes={"selections": 0}))
+    assert not status.effective
+    assert "no selections: the plugin has not chosen a victim yet" in status.reasons
+
+
+def test_gap_is_reported_not_fatal() -> None:
+    status = run(record(1), record(4))
+    assert status.effective
+    assert status.gaps == ((2, 3),)
+    assert any(r.startswith("gap: seq 2..3") for r in status.reasons)
+
+
+def test_torn_tail_is_counted() -> None:
+    status = run(record(1), record(2)[:40])
+    assert status.effective
+    assert status.torn == 1
+    assert status.accepted == 1
+    assert any(r.startswith("torn:") for r in status.reasons)
+
+
+def test_host_evidence_required_and_checked() -> None:
+    assert run(record(1, host_evidence=False)).refused == {"ECPA_INVALID_RECORD": 1}
+    wrong = record(1, raw=counters(1), evidence_digest="sha256:" + "0" * 64)
+    assert run(wrong).refused == {"ATTESTATION_EVIDENCE_DIGEST_MISMATCH": 1}
+
+
+def test_counters_parsed_strictly() -> None:
+    extra = record(1, counter_changes={"surprise": 1})
+    assert run(extra).refused == {"ECPA_INVALID_RECORD": 1}
+    noncanonical = counters(1).replace(b",", b", ", 1)
+    assert run(record(1, raw=noncanonical)).refused == {"ECPA_INVALID_RECORD": 1}
+    other_process = counters(1, dataclasses.replace(IDENT, pid=1))
+    assert run(record(1, raw=other_process)).refused == {BINDING_MISMATCH: 1}
+
+
+@pytest.mark.parametrize(
+    "start_identity",
+    ["pid:0" + "4242:start_ticks:123456:boot:boot-aaaa", "pid:\u0664242:start_ticks:1:boot:b"],
+)
+def test_odd_start_identity_is_refused(start_identity: str) -> None:
+    status = run(record(1, process__start_identity=start_identity))
+    assert status.refused == {"ECPA_INVALID_RECORD": 1}
+
+
+def test_huge_start_identity_is_refused() -> None:
+    huge = "pid:" + "9" * 5000 + ":start_ticks:1:boot:b"
+    assert run(record(1, process__start_identity=huge)).refused == {"ECPA_INVALID_RECORD": 1}
+
+
+def test_untrusted_key_is_refused() -> None:
+    status = derive(
+        lines(record(1)),
+        store(trust_doc()["keys"][1]),
+        EXPECTED,
+        now=NOW,
+        liveness=alive,
+    )
+    assert not status.effective
+    assert status.refused == {"ATTESTATION_UNKNOWN_KEY": 1}
+
+
+def test_listed_refusals_are_capped() -> None:
+    status = run(*(record(i, launch_id="x") for i in range(1, 31)))
+    assert status.refused == {BINDING_MISMATCH: 30}
+    assert sum(r.startswith("line ") for r in status.reasons) == 20
+    assert "... and 10 more refused record(s)" in status.reasons
+
+
+# --- liveness from a faked /proc -------------------------------------------------------
+
+
+def fake_proc(root: Path, pid: int, ticks: int, boot: str) -> Path:
+    proc = root / "proc"
+    (proc / str(pid)).mkdir(parents=True, exist_ok=True)
+    fields = [str(pid), "(python3 x)", "S"] + ["0"] * 49
+    fields[21] = str(ticks)  # field 22: start time in clock ticks
+    (proc / str(pid) / "stat").write_text(" ".join(fields) + "\n")
+    (proc / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
+    (proc / "sys" / "kernel" / "random" / "boot_id").write_text(boot + "\n")
+    return proc
+
+
+@pytest.mark.parametrize(
+    ("ticks", "boot", "effective", "why"),
+    [
+        (123456, "boot-aaaa", True, "alive"),
+        (999999, "boot-aaaa", False, "process not alive: pid 4242 was reused"),
+        (123456, "boot-bbbb", False, "rebooted"),
+    ],
+)
+def test_liveness_from_fake_proc(
+    tmp_path: Path, ticks: int, boot: str, effective: bool, why: str
+) -> None:
+    proc = fake_proc(tmp_path, IDENT.pid, ticks, boot)
+
+    def liveness(identity: ProcessIdentity) -> Liveness:
+        return check_alive(identity, proc_root=proc, host="host-a")
+
+    status = run(record(1), liveness=liveness)
+    assert status.effective is effective
+    assert any(why in r for r in status.reasons)
+
+
+# --- files, launch directory, real process ----------------------------------------------
+
+
+def write_launch(tmp: Path, *records: bytes) -> Path:
+    launch = tmp / "launch"
+    (launch / "evidence").mkdir(parents=True)
+    doc = {"schema": "ecpa-launch/0.1", **dataclasses.asdict(EXPECTED)}
+    doc.update(issuer="i", kid="test-key-1", subject="host-runtime", started_at=NOW - 5)
+    doc.update(emit_interval_s=1)
+    (launch / "launch.json").write_text(json.dumps(doc))
+    (launch / "trust.json").write_text(json.dumps(trust_doc()))
+    (launch / "evidence" / "launch-1.jsonl").write_bytes(b"".join(records))
+    return launch
+
+
+EMITTER = """
+import sys, time
+from ecpa.evidence import EvidenceLog, parse_record
+from ecpa.process import read_identity
+from tests.test_runtime import record
+
+ident = read_identity()  # the child's own identity, read from its own /proc entry
+with EvidenceLog(sys.argv[1]) as log:
+    seq = 0
+    while True:
+        seq += 1
+        log.append(parse_record(record(seq, ident=ident, issued_at=int(time.time()))))
+        log.flush()
+        if seq == 2:
+            print("ready", flush=True)
+        time.sleep(0.2)
+"""
+
+
+def test_real_child_process(tmp_path: Path) -> None:
+    """A child that signs its own records is effective while it runs, and not after SIGKILL."""
+    launch = write_launch(tmp_path)
+    log = launch / "evidence" / "launch-1.jsonl"
+    log.unlink()  # the child creates it, mode 0600
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", EMITTER, str(log)], cwd=ROOT, env=env, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"ready\n"
+        status = status_from_launch_dir(launch, now=int(time.time()))
+        assert status.effective, status.reasons
+        assert status.newest is not None
+        assert status.newest.process.start_identity.startswith(f"pid:{child.pid}:")
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=10) == -signal.SIGKILL
+        status = status_from_launch_dir(launch, now=int(time.time()))
+        assert not status.effective
+        assert status.accepted >= 2  # its evidence still verifies; only the process is gone
+        assert any(r.startswith("process not alive") for r in status.reasons), status.reasons
+    finally:
+        child.kill()
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+
+
+def test_status_from_files_with_replay_db(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, IDENT.pid, IDENT.start_ticks, IDENT.boot_id)
+    launch = write_launch(tmp_path, record(1))
+    log, trust = launch / "evidence" / "launch-1.jsonl", launch / "trust.json"
+    db = tmp_path / "fence.db"
+    kw: dict[str, Any] = {"now": NOW, "proc_root": proc, "host": "host-a", "replay_db": db}
+    assert status_from_files(log, trust, EXPECTED, **kw).effective
+    assert status_from_files(log, trust, EXPECTED, **kw).refused == {"REPLAYED_NONCE": 1}
+
+
+# --- ecpa status ---------------------------------------------------------------------------
+
+
+def test_cli_launch_dir(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        launch = write_launch(tmp_path, record(1, ident=read_identity(child.pid)))
+        result = ecpa_main("status", "--launch", launch, "--now", NOW)
+        assert result.status == 0, result.out + result.err
+        assert result.lines[0] == "runtime_effective: true"
+        assert all(line.startswith("reason: ") for line in result.lines[1:])
+        result = ecpa_main("status", "--launch", launch, "--now", NOW + 100, "--json")
+        assert result.status == 1
+        doc = json.loads(result.out)
+        assert doc["effective"] is False
+        assert doc["accepted"] == 0
+        assert doc["refused"] == {"ATTESTATION_EXPIRED": 1}
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_cli_evidence_and_binding(tmp_path: Path) -> None:
+    launch = write_launch(tmp_path, record(1), record(3))
+    binding = tmp_path / "binding.json"
+    binding.write_text(json.dumps(dataclasses.asdict(EXPECTED)))
+    args: list[str | Path | int] = ["status", "--evidence", launch / "evidence" / "launch-1.jsonl"]
+    args += ["--trust", launch / "trust.json", "--binding", binding, "--now", NOW, "--json"]
+    result = ecpa_main(*args)
+    assert result.status == 1  # host-a is not this host: the process is not alive here
+    doc = json.loads(result.out)
+    assert doc["accepted"] == 2
+    assert doc["last_seq"] == 3
+    assert doc["gaps"] == [[2, 2]]
+    assert doc["newest"]["challenge_nonce"] == f"{CHALLENGE}:3"
+    assert doc["counters"]["seq"] == 3
+    assert doc["reasons"]
+
+
+def test_cli_usage_errors(tmp_path: Path) -> None:
+    launch = write_launch(tmp_path, record(1))
+    assert ecpa_main("status").status == 2
+    both = ecpa_main("status", "--launch", launch, "--evidence", launch / "x.jsonl")
+    assert both.status == 2
+    assert ecpa_main("status", "--launch", tmp_path / "missing").status == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"plan_id": 1}')
+    log = launch / "evidence" / "launch-1.jsonl"
+    args: list[str | Path | int] = ["status", "--evidence", log, "--trust", launch / "trust.json"]
+    assert ecpa_main(*args, "--binding", bad).status == 2
+    assert ecpa_main(*args).status == 2
+    (launch / "launch.json").write_text("{")
+    assert ecpa_main("status", "--launch", launch).status == 2
+
+
+def test_cli_help_has_example() -> None:
+    result = ecpa_main("status", "--help")
+    assert result.status == 0
+    assert "ecpa status --launch" in result.out
