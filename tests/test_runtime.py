@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ecpa
 from ecpa._b64 import b64u_encode
@@ -23,6 +25,7 @@ from ecpa.runtime import (
     ExpectedLaunch,
     RuntimeStatus,
     derive,
+    launch_from_file,
     status_from_files,
     status_from_launch_dir,
 )
@@ -456,3 +459,48 @@ def test_cli_help_has_example() -> None:
     result = ecpa_main("status", "--help")
     assert result.status == 0
     assert "ecpa status --launch" in result.out
+
+
+# --- any bytes in: a status or an EcpaError, nothing else --------------------------------
+
+GOOD = record(1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=2048))
+def test_any_log_bytes_give_a_status(data: bytes) -> None:
+    status = derive(read_log(io.BytesIO(data)), store(), EXPECTED, now=NOW, liveness=alive)
+    assert not status.effective  # nothing here was signed by the trusted key for this launch
+    assert status.reasons
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_flipped_byte_in_a_good_record_gives_a_status(data: st.DataObject) -> None:
+    index = data.draw(st.integers(0, len(GOOD) - 2))  # not the final newline
+    value = data.draw(st.integers(0, 255).filter(lambda b: b != GOOD[index]))
+    mutated = GOOD[:index] + bytes([value]) + GOOD[index + 1 :]
+    status = run(mutated)
+    assert status.reasons
+    assert status.accepted + sum(status.refused.values()) + status.torn >= 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=512))
+def test_any_counters_bytes_are_refused_with_a_code(raw: bytes) -> None:
+    status = run(record(1, raw=raw))
+    assert not status.effective
+    assert len(status.refused) == 1
+    assert set(status.refused) <= {"ECPA_INVALID_RECORD", "ATTESTATION_MALFORMED_JSON"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=512))
+def test_any_launch_file_bytes_give_a_launch_or_invalid_input(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
+    path = tmp_path_factory.mktemp("launch") / "launch.json"
+    path.write_bytes(data)
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        launch_from_file(path)
+    assert exc_info.value.code is ecpa.ErrorCode.INVALID_INPUT
