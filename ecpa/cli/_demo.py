@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ecpa._b64 import b64u_encode
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -23,6 +24,11 @@ from ecpa.cli._common import (
     show,
 )
 from ecpa.corpus import CORPUS_FILES, run_any, write
+from ecpa.evidence import EvidenceLog, evidence_digest, parse_record
+from ecpa.jcs import canonicalize
+from ecpa.keys import SigningKey
+from ecpa.process import read_identity
+from ecpa.sign import sign
 from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA
 
 corpus_app = typer.Typer(
@@ -143,6 +149,51 @@ def _statement(now: int) -> dict[str, Any]:
     }
 
 
+def _emit_own_evidence(d: Path, now: int, key: SigningKey) -> None:
+    """Two evidence records about this very process (alive while the demo runs), and the
+    binding ``ecpa status`` needs; what the observer of a real launch does, in miniature."""
+    me = read_identity()
+    process = {"host": me.host, "pid": me.pid, "start_ticks": me.start_ticks}
+    with EvidenceLog(d / "launch-demo.jsonl") as log:
+        for seq in (1, 2):
+            raw = canonicalize(
+                {
+                    "schema": "ecpa-dispatch-counters/0.1",
+                    "plugin_id": "plugin:dla",
+                    "seq": seq,
+                    "process": {**process, "boot_id": me.boot_id},
+                    "calls": 10 * seq,
+                    "selections": 4 * seq,
+                    "abstentions": 6 * seq,
+                    "failures": 0,
+                    "dropped": 0,
+                    "window_start": now - 1,
+                    "window_end": now,
+                }
+            )
+            st = _statement(now)
+            st["challenge_nonce"] = f"challenge-demo:{seq}"
+            st["evidence_digest"] = evidence_digest(raw)
+            st["process"].update(host=me.host, start_identity=me.start_identity)
+            signed = sign(st, key)
+            line = {
+                "schema": "ecpa-evidence-record/0.1",
+                "host_evidence_b64": b64u_encode(raw),
+                "payload_b64": b64u_encode(signed.payload),
+                "detached_jws": signed.detached_jws,
+            }
+            log.append(parse_record(json.dumps(line).encode()))
+    binding = {
+        "plan_id": "plan:demo",
+        "launch_id": "launch-demo",
+        "plugin_id": "plugin:dla",
+        "artifact_digest": "sha256:" + "ab" * 32,
+        "process_epoch": 1,
+        "challenge": "challenge-demo",
+    }
+    (d / "launch-binding.json").write_text(json.dumps(binding) + "\n")
+
+
 def demo_command() -> None:
     """Run the main job end to end in a temporary directory: make a key and a trust store,
     sign a statement, verify it, tamper with it, replay it; each refusal shows its code.
@@ -218,6 +269,22 @@ def demo_command() -> None:
             "one byte of the payload changed",
         )
         run([*verify, "--now", str(now + 3600)], 1, "ATTESTATION_EXPIRED", "an hour later")
+        emitted = int(time.time())  # the steps above may take seconds on a loaded machine
+        _emit_own_evidence(d, emitted, SigningKey.load(d / "demo-key.pem"))
+        status = ["status", "--evidence", str(d / "launch-demo.jsonl"), "--trust", trust]
+        status += ["--binding", str(d / "launch-binding.json")]
+        run(
+            [*status, "--now", str(emitted)],
+            0,
+            "runtime_effective: true",
+            "this process signed two evidence records about itself: is it really working?",
+        )
+        run(
+            [*status, "--now", str(emitted + 60)],
+            1,
+            "stale",
+            "a minute later, with no new evidence, runtime_effective is withdrawn",
+        )
         run(
             ["inspect", str(d / "tampered.jws"), "--json"],
             0,
@@ -239,6 +306,7 @@ def demo_command() -> None:
             "withdraw the key",
         )
         run(verify, 1, "ATTESTATION_TRUST_POLICY", "evidence under a disabled key")
+        run(status, 1, "no valid evidence", "runtime_effective under a disabled key")
     passed = sum(checks)
     typer.echo(f"\n{passed} of {len(checks)} steps behaved as the profile says")
     raise typer.Exit(EXIT_OK if passed == len(checks) else EXIT_INVALID)
