@@ -21,11 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ecpa._files import read_bounded
 from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.evidence import LogLine, evidence_digest, read_log
 from ecpa.jcs import canonicalize
+from ecpa.launch import ExpectedLaunch, launch_from_file
 from ecpa.process import Liveness, ProcessIdentity, check_alive
 from ecpa.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence, replayed
 from ecpa.statement import NonEmptyStr, SafeInt, Statement, describe_validation
@@ -34,35 +34,17 @@ from ecpa.verify import DEFAULT_POLICY, Policy, verify
 
 __all__ = [
     "COUNTERS_SCHEMA",
-    "LAUNCH_SCHEMA",
     "ExpectedLaunch",
     "RuntimeStatus",
     "derive",
-    "expected_from_dict",
-    "launch_from_file",
     "status_from_files",
     "status_from_launch_dir",
 ]
 
 COUNTERS_SCHEMA = "ecpa-dispatch-counters/0.1"
-LAUNCH_SCHEMA = "ecpa-launch/0.1"
 #: Refused records named one by one in ``reasons``; the rest are only counted.
 MAX_LISTED = 20
-_MAX_CONFIG_BYTES = 1 << 20
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-@dataclass(frozen=True)
-class ExpectedLaunch:
-    """What a statement must carry to count for this launch; nonces are ``<challenge>:<seq>``."""
-
-    plan_id: str
-    launch_id: str
-    plugin_id: str
-    artifact_digest: str
-    process_epoch: int
-    challenge: str
-    heartbeat_window_s: int = 3
 
 
 @dataclass(frozen=True)
@@ -338,56 +320,6 @@ def _conclude(
     )
 
 
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
-class _LaunchDoc(BaseModel):
-    model_config = _STRICT
-    plan_id: NonEmptyStr
-    launch_id: NonEmptyStr
-    plugin_id: NonEmptyStr
-    artifact_digest: NonEmptyStr
-    process_epoch: SafeInt
-    challenge: NonEmptyStr
-    heartbeat_window_s: SafeInt = 3
-
-
-def expected_from_dict(
-    doc: dict[str, Any], what: str, *, extra: Iterable[str] = ()
-) -> ExpectedLaunch:
-    """An :class:`ExpectedLaunch` from a JSON object; ``extra`` names members allowed and
-    ignored. Raises ``EcpaError`` (``ECPA_INVALID_INPUT``) naming what is wrong."""
-    allowed = set(_LaunchDoc.model_fields) | set(extra)
-    unknown = sorted(set(doc) - allowed)
-    if unknown:
-        raise _bad(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
-    try:
-        launch = _LaunchDoc(**{k: v for k, v in doc.items() if k in _LaunchDoc.model_fields})
-    except ValidationError as exc:
-        raise _bad(f"{what}: {describe_validation(exc, what)}") from None
-    return ExpectedLaunch(**launch.model_dump())
-
-
-_LAUNCH_EXTRA = ("schema", "issuer", "kid", "subject", "started_at", "emit_interval_s")
-
-
-def launch_from_file(path: Path) -> ExpectedLaunch:
-    """The expected launch from a ``launch.json`` (schema ``ecpa-launch/0.1``).
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` when unreadable, not strict JSON or malformed.
-    """
-    data = read_bounded(path, _MAX_CONFIG_BYTES, ErrorCode.INVALID_INPUT)
-    try:
-        doc = parse_object(data, what=f"launch {path}")
-    except EcpaError as exc:
-        raise _bad(f"{exc.code.value}: {exc.detail}") from None
-    if doc.get("schema") != LAUNCH_SCHEMA:
-        raise _bad(f"launch {path}: expected schema {LAUNCH_SCHEMA!r}, found {doc.get('schema')!r}")
-    return expected_from_dict(doc, f"launch {path}", extra=_LAUNCH_EXTRA)
-
-
 def status_from_files(
     evidence_log: Path,
     trust: Path,
@@ -413,8 +345,9 @@ def status_from_files(
     try:
         stream = evidence_log.open("rb")
     except OSError as exc:
-        raise _bad(
-            f"expected a readable evidence log at {evidence_log}, found: {exc.strerror}"
+        raise EcpaError(
+            ErrorCode.INVALID_INPUT,
+            f"expected a readable evidence log at {evidence_log}, found: {exc.strerror}",
         ) from None
     with stream:
         if replay_db is None:
@@ -433,8 +366,6 @@ def status_from_launch_dir(
         EcpaError: as :func:`launch_from_file` and :func:`status_from_files`.
     """
     expected = launch_from_file(directory / "launch.json")
-    if "/" in expected.launch_id or expected.launch_id in (".", ".."):
-        raise _bad(f"expected a launch_id usable as a file name, found {expected.launch_id!r}")
     log = directory / "evidence" / f"{expected.launch_id}.jsonl"
     return status_from_files(
         log, directory / "trust.json", expected, now=now, proc_root=proc_root, host=host

@@ -20,15 +20,9 @@ from hypothesis import strategies as st
 import ecpa
 from ecpa._b64 import b64u_encode
 from ecpa.evidence import LogLine, evidence_digest, read_log
+from ecpa.launch import ExpectedLaunch, expected_from_dict, launch_from_file
 from ecpa.process import Liveness, ProcessIdentity, check_alive, read_identity
-from ecpa.runtime import (
-    ExpectedLaunch,
-    RuntimeStatus,
-    derive,
-    launch_from_file,
-    status_from_files,
-    status_from_launch_dir,
-)
+from ecpa.runtime import RuntimeStatus, derive, status_from_files, status_from_launch_dir
 from tests._cli_helpers import ecpa_main
 from tests.support import KEY_1, NOW, ROOT, statement, store, trust_doc
 
@@ -512,3 +506,22 @@ def test_any_launch_file_bytes_give_a_launch_or_invalid_input(
     with pytest.raises(ecpa.EcpaError) as exc_info:
         launch_from_file(path)
     assert exc_info.value.code is ecpa.ErrorCode.INVALID_INPUT
+
+
+@pytest.mark.parametrize(
+    ("changes", "found"),
+    [
+        ({"heartbeat_window_s": 0}, "expected heartbeat_window_s >= 1, found 0"),
+        ({"heartbeat_window_s": -3}, "member 'heartbeat_window_s'"),
+        ({"process_epoch": -1}, "member 'process_epoch'"),
+        ({"challenge": ""}, "challenge"),
+        ({"process_epoch": "7"}, "process_epoch"),
+        ({"nonce": "x"}, "expected only the members"),
+    ],
+)
+def test_binding_values_out_of_range_are_invalid_input(changes: dict[str, Any], found: str) -> None:
+    doc = {**dataclasses.asdict(EXPECTED), **changes}
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        expected_from_dict(doc, "binding")
+    assert exc_info.value.code is ecpa.ErrorCode.INVALID_INPUT
+    assert found in exc_info.value.detail
