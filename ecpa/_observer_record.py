@@ -1,0 +1,139 @@
+"""What the observer signs (RUNTIME.md "Evidence record"): the raw counters record, the
+statement about it, and the evidence record carrying both. Pure: no clock, no I/O; the
+observer passes the counters, the window and the time in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ecpa.evidence import Evidence, evidence_digest
+from ecpa.jcs import canonicalize
+from ecpa.keys import SigningKey
+from ecpa.process import LaunchEnvironment, ProcessIdentity
+from ecpa.runtime import COUNTERS_SCHEMA
+from ecpa.sign import sign
+from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA
+
+#: Statement lifetime, ``expires_at - issued_at``, at the default cadence; longer emit
+#: intervals get up to ``MAX_TTL_S`` (RUNTIME.md: at most 300), so that the newest statement
+#: does not expire before the next one is due.
+STATEMENT_TTL_S = 60
+MAX_TTL_S = 300
+SUBJECT = "host-runtime"
+OBLIGATION = "victim-selector-dispatch"
+EVENT = "invoked"
+ROLE = "scheduler"
+
+
+@dataclass(frozen=True)
+class Window:
+    """One emission: the cumulative counters at ``end`` and the interval they close."""
+
+    seq: int
+    calls: int
+    selections: int
+    abstentions: int
+    failures: int
+    dropped: int
+    start: int
+    end: int
+
+
+def ttl_for(emit_interval_s: float) -> int:
+    """60 s, or twice the emit interval when that is longer, at most 300 s."""
+    return min(MAX_TTL_S, max(STATEMENT_TTL_S, math.ceil(2 * emit_interval_s)))
+
+
+def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
+    """The raw counters record as JCS bytes: exactly the members ``ecpa.runtime`` accepts."""
+    return canonicalize(
+        {
+            "schema": COUNTERS_SCHEMA,
+            "plugin_id": plugin_id,
+            "seq": window.seq,
+            "process": {
+                "host": identity.host,
+                "pid": identity.pid,
+                "start_ticks": identity.start_ticks,
+                "boot_id": identity.boot_id,
+            },
+            "calls": window.calls,
+            "selections": window.selections,
+            "abstentions": window.abstentions,
+            "failures": window.failures,
+            "dropped": window.dropped,
+            "window_start": window.start,
+            "window_end": window.end,
+        }
+    )
+
+
+def statement(
+    launch: LaunchEnvironment,
+    identity: ProcessIdentity,
+    *,
+    seq: int,
+    digest: str,
+    observed_at: int,
+    issued_at: int,
+    ttl: int = STATEMENT_TTL_S,
+) -> dict[str, Any]:
+    """The statement about one counters record; its nonce answers ``<challenge>:<seq>``."""
+    return {
+        "schema": STATEMENT_SCHEMA,
+        "profile": PROFILE_ID,
+        "issuer": launch.issuer,
+        "kid": launch.kid,
+        "subject": SUBJECT,
+        "plan_id": launch.plan_id,
+        "launch_id": launch.launch_id,
+        "plugin_id": launch.plugin_id,
+        "obligation": OBLIGATION,
+        "event": EVENT,
+        "challenge_nonce": f"{launch.challenge}:{seq}",
+        "artifact_digest": launch.artifact_digest,
+        "evidence_digest": digest,
+        "process": {
+            "host": identity.host,
+            "role": ROLE,
+            "start_identity": identity.start_identity,
+            "ordinal": 0,
+            "epoch": launch.process_epoch,
+        },
+        "observed_at": observed_at,
+        "issued_at": issued_at,
+        "expires_at": issued_at + ttl,
+        "critical_claims": [],
+    }
+
+
+def build_evidence(
+    launch: LaunchEnvironment,
+    identity: ProcessIdentity,
+    key: SigningKey,
+    window: Window,
+    *,
+    issued_at: int,
+    ttl: int = STATEMENT_TTL_S,
+) -> Evidence:
+    """Sign a statement about ``window``'s counters record; ``observed_at`` is its end.
+
+    Raises:
+        EcpaError: the codes of :func:`ecpa.sign.sign` when the launch binding gives a
+            statement a verifier would refuse (an artifact digest not ``sha256:<hex>``, ...).
+    """
+    raw = counters_record(launch.plugin_id, identity, window)
+    st = statement(
+        launch,
+        identity,
+        seq=window.seq,
+        digest=evidence_digest(raw),
+        observed_at=min(window.end, issued_at),
+        issued_at=issued_at,
+        ttl=ttl,
+    )
+    signed = sign(st, key)
+    return Evidence(payload=signed.payload, detached_jws=signed.detached_jws, host_evidence=raw)
