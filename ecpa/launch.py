@@ -2,25 +2,49 @@
 
 A launch is described by ``launch.json`` (schema ``ecpa-launch/0.1``) in its launch
 directory; :class:`ExpectedLaunch` is the part of it that every statement must match.
+A :class:`Plan` (schema ``ecpa-plan/0.1``) is what the manager is asked to launch: the
+plugin, its artifact digest, the issuer and the evidence cadence; :func:`launch_document`
+is the ``launch.json`` of one launch of it.
+
+Configuration files are strict JSON (PROFILE §4: UTF-8, no duplicate member, safe
+integers), except that a number may carry a fraction: an emit interval of 0.2 s is
+configuration, never signed, so JCS's number rules do not apply to it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ecpa._files import read_bounded
-from ecpa._json import parse_object
+from ecpa._json import MAX_SAFE_INTEGER, parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.statement import NonEmptyStr, SafeInt, describe_validation
+from ecpa.jcs import canonicalize
+from ecpa.statement import NonEmptyStr, SafeInt, Sha256Digest, describe_validation
 
-__all__ = ["LAUNCH_SCHEMA", "ExpectedLaunch", "expected_from_dict", "launch_from_file"]
+__all__ = [
+    "LAUNCH_SCHEMA",
+    "LAUNCH_SUBJECT",
+    "PLAN_SCHEMA",
+    "ExpectedLaunch",
+    "Plan",
+    "expected_from_dict",
+    "launch_document",
+    "launch_from_file",
+    "plan_from_bytes",
+    "plan_from_dict",
+]
 
 LAUNCH_SCHEMA = "ecpa-launch/0.1"
+PLAN_SCHEMA = "ecpa-plan/0.1"
+#: The subject of every statement of a launch, and the only one its key may speak for.
+LAUNCH_SUBJECT = "host-runtime"
 _MAX_CONFIG_BYTES = 1 << 20
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -71,11 +95,15 @@ def expected_from_dict(
     return ExpectedLaunch(**launch.model_dump())
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 _LAUNCH_EXTRA = ("schema", "issuer", "kid", "subject", "started_at", "emit_interval_s")
 
 
 def launch_from_file(path: Path) -> ExpectedLaunch:
-    """The expected launch from a ``launch.json`` (schema ``ecpa-launch/0.1``).
+    """The expected launch from a ``launch.json`` (schema ``ecpa-launch/0.1``); its other
+    members (issuer, kid, subject, started_at, emit_interval_s) are allowed and ignored.
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` when unreadable, not strict JSON or malformed.
@@ -91,3 +119,130 @@ def launch_from_file(path: Path) -> ExpectedLaunch:
     if "/" in expected.launch_id or expected.launch_id in (".", ".."):  # names the log file
         raise _bad(f"expected a launch_id usable as a file name, found {expected.launch_id!r}")
     return expected
+
+
+def _printable(value: str) -> str:
+    if not value.isprintable():  # it goes into the environment and into statements
+        raise ValueError(f"expected printable text, found {value!r}")
+    return value
+
+
+_Text = Annotated[
+    str, Field(strict=True, min_length=1, max_length=1024), AfterValidator(_printable)
+]
+_Seconds = Annotated[int, Field(strict=True, ge=1, le=MAX_SAFE_INTEGER)]
+_MAX_INTERVAL_S = 86400
+
+
+class _PlanDoc(BaseModel):
+    model_config = _STRICT
+    plan_id: _Text | None = None
+    plugin_id: _Text
+    artifact_digest: Sha256Digest
+    issuer: _Text | None = None
+    process_epoch: SafeInt = 1
+    emit_interval_s: Annotated[int, Field(strict=True, ge=1, le=_MAX_INTERVAL_S)] = 1
+    heartbeat_window_s: _Seconds | None = None
+    max_duration_s: _Seconds = 86400
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a manager launches (schema ``ecpa-plan/0.1``): the plugin and its artifact, who
+    signs, and the evidence cadence. Build it with :func:`plan_from_dict`, which checks it."""
+
+    plan_id: str
+    plugin_id: str
+    artifact_digest: str
+    issuer: str
+    process_epoch: int = 1
+    emit_interval_s: int = 1
+    heartbeat_window_s: int = 3
+    max_duration_s: int = 86400
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan document, every member given (``plan_from_dict`` reads it back)."""
+        return {"schema": PLAN_SCHEMA, **asdict(self)}
+
+
+def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Plan:
+    """A checked :class:`Plan` from a plan document (schema ``ecpa-plan/0.1``).
+
+    Defaults: ``issuer`` ``default_issuer``, ``process_epoch`` 1, ``emit_interval_s`` 1
+    (whole seconds, 1 to 86400), ``heartbeat_window_s``
+    ``3 * emit_interval_s`` (given: at least the interval), ``max_duration_s``
+    86400, and ``plan_id`` ``plan:sha256:`` + the SHA-256 of the RFC 8785 bytes of the
+    document with every default filled in and without ``plan_id``.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming the member (unknown members included).
+    """
+    allowed = {"schema", *_PlanDoc.model_fields}
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise _bad(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
+    if doc.get("schema") != PLAN_SCHEMA:
+        raise _bad(f"{what}: expected member 'schema' {PLAN_SCHEMA!r}, found {doc.get('schema')!r}")
+    try:
+        parsed = _PlanDoc(**{k: v for k, v in doc.items() if k != "schema"})
+    except ValidationError as exc:
+        raise _bad(f"{what}: {describe_validation(exc, what)}") from None
+    interval = parsed.emit_interval_s
+    window = parsed.heartbeat_window_s
+    if window is None:
+        window = 3 * interval  # RUNTIME.md: default 3x the emit interval
+    elif window < interval:  # a window shorter than the cadence makes every status stale
+        raise _bad(
+            f"{what}: expected member 'heartbeat_window_s' >= emit_interval_s "
+            f"({interval}), found {window}"
+        )
+    resolved = Plan(
+        plan_id="",
+        plugin_id=parsed.plugin_id,
+        artifact_digest=parsed.artifact_digest,
+        issuer=parsed.issuer if parsed.issuer is not None else default_issuer,
+        process_epoch=parsed.process_epoch,
+        emit_interval_s=interval,
+        heartbeat_window_s=window,
+        max_duration_s=parsed.max_duration_s,
+    )
+    if parsed.plan_id is not None:
+        return replace(resolved, plan_id=parsed.plan_id)
+    content = {k: v for k, v in resolved.to_dict().items() if k != "plan_id"}
+    digest = hashlib.sha256(canonicalize(content)).hexdigest()
+    return replace(resolved, plan_id=f"plan:sha256:{digest}")
+
+
+def plan_from_bytes(data: bytes, what: str, *, default_issuer: str) -> Plan:
+    """:func:`plan_from_dict` over a plan file's bytes (strict JSON, PROFILE §4).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for JSON that is not a plan, naming the member.
+    """
+    try:
+        doc = parse_object(data, what=what)
+    except EcpaError as exc:
+        raise _bad(f"{exc.code.value}: {exc.detail}") from None
+    return plan_from_dict(doc, what, default_issuer=default_issuer)
+
+
+def launch_document(
+    plan: Plan, *, launch_id: str, challenge: str, kid: str, started_at: int
+) -> dict[str, Any]:
+    """The ``launch.json`` of one launch of ``plan`` (RUNTIME.md "Launch directory");
+    :func:`launch_from_file` reads it back."""
+    return {
+        "schema": LAUNCH_SCHEMA,
+        "plan_id": plan.plan_id,
+        "launch_id": launch_id,
+        "plugin_id": plan.plugin_id,
+        "artifact_digest": plan.artifact_digest,
+        "process_epoch": plan.process_epoch,
+        "challenge": challenge,
+        "issuer": plan.issuer,
+        "kid": kid,
+        "subject": LAUNCH_SUBJECT,
+        "started_at": started_at,
+        "emit_interval_s": plan.emit_interval_s,
+        "heartbeat_window_s": plan.heartbeat_window_s,
+    }

@@ -1,0 +1,113 @@
+"""Where ``ecpa run`` gets its plan: a plan file, or the DLA bundle installed beside it.
+
+The bundle is found through installed metadata only (the entry point group
+``vllm_hust.extension_bundles``): ``ecpa`` never imports the plugin by name, and the
+artifact digest is the SHA-256 of the bundle's manifest bytes as installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.resources
+import socket
+from pathlib import Path
+
+from ecpa._files import read_bounded
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.launch import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
+
+BUNDLE_GROUP = "vllm_hust.extension_bundles"
+BUNDLE_NAME = "org.vllm-hust.dla"
+DEFAULT_PLUGIN_ID = "org.vllm-hust.dla/victim-selector"
+_MAX_PLAN_BYTES = 1 << 20
+_MAX_MANIFEST_BYTES = 16 << 20
+
+
+def _bad(detail: str) -> EcpaError:
+    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+def default_issuer(host: str | None = None) -> str:
+    """``urn:ecpa:issuer:<host>``, this host's name by default."""
+    return f"urn:ecpa:issuer:{host or socket.gethostname()}"
+
+
+def load_plan(path: Path, *, issuer: str | None = None) -> Plan:
+    """The plan in the file at ``path`` (schema ``ecpa-plan/0.1``, at most 1 MiB); its
+    issuer defaults to ``issuer``, else :func:`default_issuer`.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for an unreadable file, JSON that is not strict,
+            or a plan that breaks a rule (naming the member).
+    """
+    data = read_bounded(path, _MAX_PLAN_BYTES, ErrorCode.INVALID_INPUT)
+    return plan_from_bytes(data, f"plan {path}", default_issuer=issuer or default_issuer())
+
+
+def _bundle_package() -> str:
+    found = importlib.metadata.entry_points(group=BUNDLE_GROUP)
+    values = sorted({ep.value for ep in found if ep.name == BUNDLE_NAME})
+    if not values:
+        raise _bad(f"expected --plan FILE or an installed {BUNDLE_NAME} bundle, found none")
+    if len(values) > 1:  # never pick one of two installed bundles silently
+        raise _bad(f"expected one installed {BUNDLE_NAME} bundle, found {len(values)}: {values}")
+    value = values[0]
+    if not all(part.isidentifier() for part in value.split(".")):
+        raise _bad(
+            f"expected entry point {BUNDLE_NAME!r} of {BUNDLE_GROUP!r} to name a package "
+            f"directory, found {value!r}"
+        )
+    return value
+
+
+def bundle_manifest() -> tuple[str, bytes]:
+    """The installed DLA bundle's manifest: its location and its exact bytes.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when no bundle (or more than one) is installed,
+            its package cannot be opened, or it holds other than exactly one ``*.json``.
+    """
+    package = _bundle_package()
+    try:
+        root = importlib.resources.files(package)
+        manifests = sorted(
+            (item for item in root.iterdir() if item.name.endswith(".json") and item.is_file()),
+            key=lambda item: item.name,
+        )
+        if len(manifests) != 1:
+            names = [item.name for item in manifests]
+            raise _bad(
+                f"expected exactly one *.json manifest in bundle package {package!r}, found {names}"
+            )
+        with manifests[0].open("rb") as fh:
+            data = fh.read(_MAX_MANIFEST_BYTES + 1)
+    except EcpaError:
+        raise
+    except Exception as exc:  # importing someone else's package may fail in any way
+        raise _bad(
+            f"expected the {BUNDLE_NAME} bundle package {package!r} to be readable, "
+            f"found {type(exc).__name__}: {exc}"
+        ) from None
+    if len(data) > _MAX_MANIFEST_BYTES:
+        raise _bad(f"expected a manifest of at most {_MAX_MANIFEST_BYTES} bytes, found more")
+    return f"{package}/{manifests[0].name}", data
+
+
+def default_plan(*, issuer: str | None = None) -> Plan:
+    """The plan for the installed DLA bundle: plugin ``org.vllm-hust.dla/victim-selector``,
+    artifact digest the SHA-256 of its manifest's bytes, every other member its default
+    (``plan_id`` the digest of the resolved plan, see :func:`ecpa.launch.plan_from_dict`).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` as :func:`bundle_manifest`.
+    """
+    where, data = bundle_manifest()
+    doc = {
+        "schema": PLAN_SCHEMA,
+        "plugin_id": DEFAULT_PLUGIN_ID,
+        "artifact_digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+    }
+    return plan_from_dict(
+        doc, f"default plan for {where}", default_issuer=issuer or default_issuer()
+    )
