@@ -1,0 +1,184 @@
+"""The whole loop with real processes: ``ecpa run -- python -m dla_plugin.drive`` puts the DLA
+plugin and its observer in a scheduler process; ``ecpa status --launch`` derives
+``runtime_effective`` from the signed evidence alone (issue 6 acceptance)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ecpa.evidence import read_log
+from ecpa.launch import launch_from_file
+from ecpa.launcher import BINDING_NAMES
+from ecpa.process import Liveness
+from ecpa.runtime import RuntimeStatus, derive
+from ecpa.trust import TrustStore
+from tests.support import ROOT
+
+ECPA = Path(sys.executable).parent / "ecpa"
+PLAN = {
+    "schema": "ecpa-plan/0.1",
+    "plan_id": "plan-e2e",
+    "plugin_id": "org.vllm-hust.dla/victim-selector",
+    "artifact_digest": "sha256:" + "7" * 64,
+    "emit_interval_s": 1,
+}
+
+
+@pytest.fixture
+def launches(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=20)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def launch(
+    tmp: Path, procs: list[subprocess.Popen[str]], *drive_args: str
+) -> tuple[subprocess.Popen[str], Path]:
+    """``ecpa run`` of the driver; returns the process and its launch directory."""
+    plan = tmp / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
+    env["PYTHONPATH"] = str(ROOT)
+    command = [sys.executable, "-m", "dla_plugin.drive", "--seconds", "60", "--step-ms", "1"]
+    proc = subprocess.Popen(
+        [
+            str(ECPA),
+            "run",
+            "--plan",
+            str(plan),
+            "--evidence-dir",
+            str(tmp / "runs"),
+            "--grace",
+            "5",
+            "--",
+            *command,
+            *drive_args,
+        ],
+        env=env,
+        cwd=tmp,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    procs.append(proc)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    match = re.match(r"ecpa run: launch (\S+) in (.+)$", first)
+    assert match, first
+    directory = Path(match.group(2).strip())
+    return proc, directory if directory.is_absolute() else tmp / directory
+
+
+def status(directory: Path) -> tuple[int, dict[str, Any]]:
+    out = subprocess.run(
+        [str(ECPA), "status", "--launch", str(directory), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode in (0, 1), out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def wait_status(directory: Path, want: bool, timeout: float = 20.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        code, doc = status(directory)
+        if doc["runtime_effective"] is want or time.monotonic() > deadline:
+            assert doc["runtime_effective"] is want, doc["reasons"]
+            assert code == (0 if want else 1)
+            return doc
+        time.sleep(0.3)
+
+
+def test_effective_while_it_runs_and_withdrawn_after_it_exits(
+    tmp_path: Path, launches: list[subprocess.Popen[str]]
+) -> None:
+    proc, directory = launch(tmp_path, launches)
+    doc = wait_status(directory, True)
+    assert doc["counters"]["selections"] > 0
+    assert doc["counters"]["failures"] == 0
+    assert doc["counters"]["calls"] >= doc["counters"]["selections"]
+    assert doc["refused"] == {}
+    proc.send_signal(signal.SIGTERM)  # forwarded: the driver stops cleanly, its observer flushes
+    assert proc.wait(timeout=30) == 0
+    code, after = status(directory)
+    assert code == 1
+    assert after["runtime_effective"] is False
+    # Its evidence still verifies (issued inside the key's window); its process is gone.
+    assert after["reasons"][0].startswith("process not alive"), after["reasons"]
+    assert after["refused"] == {}
+    assert after["counters"]["selections"] >= doc["counters"]["selections"]
+
+
+def test_dead_process_with_open_key_window_names_the_process(
+    tmp_path: Path, launches: list[subprocess.Popen[str]]
+) -> None:
+    """SIGKILL the driver itself: status turns false with "process not alive"; the log's
+    complete lines all verify; at most the last emit interval is lost."""
+    proc, directory = launch(tmp_path, launches)
+    doc = wait_status(directory, True)
+    pid = int(doc["newest"]["process"]["start_identity"].split(":")[1])
+    time.sleep(1.5)  # let it emit at least once more
+    killed_at = time.time()
+    os.kill(pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    # Judge the log at the time of the kill.
+    expected = launch_from_file(directory / "launch.json")
+    store = TrustStore.load(directory / "trust.json")
+    data = (directory / "evidence" / f"{expected.launch_id}.jsonl").read_bytes()
+
+    def dead(_: object) -> Liveness:
+        return Liveness(False, "process not alive: killed")
+
+    result: RuntimeStatus = derive(
+        read_log(io.BytesIO(data)), store, expected, now=int(killed_at), liveness=dead
+    )
+    assert result.refused == {}  # every complete line verifies
+    assert result.torn <= 1
+    assert result.newest is not None
+    assert result.newest.issued_at >= int(killed_at) - PLAN["emit_interval_s"] - 1
+    assert result.gaps == ()
+    # And the real status, now: not effective, naming the process.
+    code, now_doc = status(directory)
+    assert code == 1
+    assert now_doc["reasons"][0].startswith("process not alive"), now_doc["reasons"]
+
+
+@pytest.mark.parametrize("args", [("--predictions", "none"), ("--bypass",)])
+def test_no_predictions_or_bypass_is_never_effective(
+    tmp_path: Path, launches: list[subprocess.Popen[str]], args: tuple[str, ...]
+) -> None:
+    proc, directory = launch(tmp_path, launches, *args)
+    deadline = time.monotonic() + 4.0
+    seen_calls = 0
+    while time.monotonic() < deadline:
+        code, doc = status(directory)
+        assert code == 1
+        assert doc["runtime_effective"] is False
+        if doc["counters"]:
+            assert doc["counters"]["selections"] == 0
+            seen_calls = max(seen_calls, doc["counters"]["calls"])
+        time.sleep(0.5)
+    assert seen_calls > 0  # the plugin was called, and abstained every time
+    assert any(r.startswith("no selections") for r in doc["reasons"])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
