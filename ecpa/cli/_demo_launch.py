@@ -1,0 +1,82 @@
+"""The demo's last act: the whole loop with real processes.
+
+``ecpa run`` launches the DLA driver (a scheduler process with the plugin and its observer
+inside, ``python -m dla_plugin.drive``) with the default plan of the installed bundle;
+``ecpa status --launch`` turns true once the plugin has chosen victims and its signed
+evidence is fresh; the driver is stopped; status turns false, naming the dead process.
+The driver runs as a child process: ecpa never imports dla_plugin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from ecpa.launcher import BINDING_NAMES
+
+__all__ = ["launch_loop"]
+
+Run = Callable[[list[str], int, str, str], None]
+
+
+def _quiet_status(launch_dir: Path) -> int:
+    from ecpa.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return main(["status", "--launch", str(launch_dir)])
+
+
+def launch_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0) -> None:
+    """Launch, watch status turn true, stop, watch it turn false; one check per step."""
+    command = [sys.executable, "-m", "dla_plugin.drive", "--seconds", "120", "--step-ms", "1"]
+    args = ["run", "--evidence-dir", str(d / "runs"), "--grace", "5", "--", *command]
+    typer.echo("\n# launch the DLA driver (a scheduler with the plugin inside) under ecpa run")
+    typer.echo("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
+    env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
+    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
+        [sys.executable, "-m", "ecpa", *args],
+        env=env,
+        cwd=d,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline().rstrip("\n")
+        typer.echo(first)
+        match = re.fullmatch(r"ecpa run: launch \S+ in (.+)", first)
+        checks.append(match is not None)
+        if match is None:
+            typer.echo("!! expected 'ecpa run: launch ID in DIR'")
+            return
+        launch_dir = Path(match.group(1))
+        launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
+        deadline = time.monotonic() + timeout
+        while _quiet_status(launch_dir) != 0 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        status = ["status", "--launch", str(launch_dir)]
+        run(status, 0, "runtime_effective: true", "is the plugin really working, right now?")
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=timeout)
+        typer.echo("\n# stop the launch (SIGTERM, forwarded to the driver)")
+        typer.echo(proc.stderr.read().rstrip("\n"))
+        checks.append(code == 0)
+        run(status, 1, "process not alive", "after the process has exited")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
