@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa._b64 import b64u_encode
+from ecpa._observer_record import Window, build_evidence
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -25,11 +25,9 @@ from ecpa.cli._common import (
 )
 from ecpa.cli._demo_launch import launch_loop
 from ecpa.corpus import CORPUS_FILES, run_any, write
-from ecpa.evidence import EvidenceLog, evidence_digest, parse_record
-from ecpa.jcs import canonicalize
+from ecpa.evidence import EvidenceLog
 from ecpa.keys import SigningKey
-from ecpa.process import read_identity
-from ecpa.sign import sign
+from ecpa.process import LaunchEnvironment, read_identity
 from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA
 
 corpus_app = typer.Typer(
@@ -151,46 +149,32 @@ def _statement(now: int) -> dict[str, Any]:
 
 
 def _emit_own_evidence(d: Path, now: int, key: SigningKey) -> None:
-    """Two evidence records about this very process (alive while the demo runs), and the
-    binding ``ecpa status`` needs; what the observer of a real launch does, in miniature."""
+    """Two evidence records about this very process (alive while the demo runs), built as the
+    observer of a real launch builds them, and the binding ``ecpa status`` needs."""
+    launch = LaunchEnvironment(
+        plan_id="plan:demo",
+        launch_id="launch-demo",
+        challenge="challenge-demo",
+        plugin_id="plugin:dla",
+        artifact_digest="sha256:" + "ab" * 32,
+        issuer="urn:ecpa:issuer:demo-host",
+        kid="demo-key",
+        signing_key_file=d / "demo-key.pem",
+        evidence_dir=d,
+        process_epoch=1,
+    )
     me = read_identity()
-    process = {"host": me.host, "pid": me.pid, "start_ticks": me.start_ticks}
     with EvidenceLog(d / "launch-demo.jsonl") as log:
         for seq in (1, 2):
-            raw = canonicalize(
-                {
-                    "schema": "ecpa-dispatch-counters/0.1",
-                    "plugin_id": "plugin:dla",
-                    "seq": seq,
-                    "process": {**process, "boot_id": me.boot_id},
-                    "calls": 10 * seq,
-                    "selections": 4 * seq,
-                    "abstentions": 6 * seq,
-                    "failures": 0,
-                    "dropped": 0,
-                    "window_start": now - 1,
-                    "window_end": now,
-                }
-            )
-            st = _statement(now)
-            st["challenge_nonce"] = f"challenge-demo:{seq}"
-            st["evidence_digest"] = evidence_digest(raw)
-            st["process"].update(host=me.host, start_identity=me.start_identity)
-            signed = sign(st, key)
-            line = {
-                "schema": "ecpa-evidence-record/0.1",
-                "host_evidence_b64": b64u_encode(raw),
-                "payload_b64": b64u_encode(signed.payload),
-                "detached_jws": signed.detached_jws,
-            }
-            log.append(parse_record(json.dumps(line).encode()))
+            window = Window(seq, 10 * seq, 4 * seq, 6 * seq, 0, 0, now - 1, now)
+            log.append(build_evidence(launch, me, key, window, issued_at=now))
     binding = {
-        "plan_id": "plan:demo",
-        "launch_id": "launch-demo",
-        "plugin_id": "plugin:dla",
-        "artifact_digest": "sha256:" + "ab" * 32,
-        "process_epoch": 1,
-        "challenge": "challenge-demo",
+        "plan_id": launch.plan_id,
+        "launch_id": launch.launch_id,
+        "plugin_id": launch.plugin_id,
+        "artifact_digest": launch.artifact_digest,
+        "process_epoch": launch.process_epoch,
+        "challenge": launch.challenge,
     }
     (d / "launch-binding.json").write_text(json.dumps(binding) + "\n")
 
