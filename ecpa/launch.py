@@ -29,6 +29,7 @@ from ecpa.jcs import canonicalize
 from ecpa.statement import NonEmptyStr, SafeInt, Sha256Digest, describe_validation
 
 __all__ = [
+    "EXIT_SCHEMA",
     "LAUNCH_SCHEMA",
     "LAUNCH_SUBJECT",
     "PLAN_SCHEMA",
@@ -36,12 +37,15 @@ __all__ = [
     "Plan",
     "expected_from_dict",
     "launch_document",
+    "launch_ended",
     "launch_from_file",
     "plan_from_bytes",
     "plan_from_dict",
 ]
 
 LAUNCH_SCHEMA = "ecpa-launch/0.1"
+#: ``exit.json``, written by ``ecpa run`` when the launched command has ended.
+EXIT_SCHEMA = "ecpa-launch-exit/0.1"
 PLAN_SCHEMA = "ecpa-plan/0.1"
 #: The subject of every statement of a launch, and the only one its key may speak for.
 LAUNCH_SUBJECT = "host-runtime"
@@ -246,3 +250,27 @@ def launch_document(
         "emit_interval_s": plan.emit_interval_s,
         "heartbeat_window_s": plan.heartbeat_window_s,
     }
+
+
+def launch_ended(path: Path) -> str | None:
+    """Why the launch is over, from its ``exit.json`` (written by ``ecpa run`` when the
+    command ended), or None when there is no such file. Never raises: an unreadable or
+    malformed file still means the launch ended, and the reason says what is wrong with it.
+    """
+    if not path.exists():
+        return None
+    try:
+        doc = parse_object(
+            read_bounded(path, _MAX_CONFIG_BYTES, ErrorCode.INVALID_INPUT), what=str(path)
+        )
+    except EcpaError as exc:
+        return f"launch ended ({path.name} unreadable: {exc.code.value})"
+    ended, status = doc.get("ended_at"), doc.get("exit_status")
+    if doc.get("schema") != EXIT_SCHEMA or type(ended) is not int or type(status) is not int:
+        return f"launch ended ({path.name} not an {EXIT_SCHEMA} record)"
+    how = f"exited with status {status}"
+    if isinstance(doc.get("error"), str):
+        how = f"could not start (status {status}): {doc['error']}"
+    elif type(doc.get("signal")) is int:
+        how = f"was killed by signal {doc['signal']} (status {status})"
+    return f"launch ended at {ended}: the command {how}"

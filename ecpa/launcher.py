@@ -44,7 +44,7 @@ from ecpa._launcher_plan import (
 from ecpa._launcher_signals import FORWARDED, LaunchExit, run_forwarding
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.keys import SigningKey
-from ecpa.launch import LAUNCH_SUBJECT, Plan, launch_document, plan_from_dict
+from ecpa.launch import EXIT_SCHEMA, LAUNCH_SUBJECT, Plan, launch_document, plan_from_dict
 from ecpa.process import ENV_NAMES
 from ecpa.trust import TRUST_STORE_SCHEMA, TrustStore, read_document
 
@@ -67,7 +67,6 @@ __all__ = [
     "run_launch",
 ]
 
-EXIT_SCHEMA = "ecpa-launch-exit/0.1"
 #: What the manager sets for the command: RUNTIME.md's binding and the observer's cadence.
 BINDING_NAMES = (*ENV_NAMES, "ECPA_EMIT_INTERVAL_S")
 #: The key's window opens this long before the start, for clocks a little behind.

@@ -15,7 +15,7 @@ within the heartbeat window, and its process alive now. Anything unknown is ``fa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.evidence import LogLine, evidence_digest, read_log
 from ecpa.jcs import canonicalize
-from ecpa.launch import ExpectedLaunch, launch_from_file
+from ecpa.launch import ExpectedLaunch, launch_ended, launch_from_file
 from ecpa.process import Liveness, ProcessIdentity, check_alive
 from ecpa.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence, replayed
 from ecpa.statement import NonEmptyStr, SafeInt, Statement, describe_validation
@@ -360,13 +360,19 @@ def status_from_launch_dir(
     directory: Path, *, now: int, proc_root: Path = Path("/proc"), host: str | None = None
 ) -> RuntimeStatus:
     """:func:`status_from_files` for a launch directory written by ``ecpa run``:
-    ``launch.json``, ``trust.json`` and ``evidence/<launch_id>.jsonl``.
+    ``launch.json``, ``trust.json`` and ``evidence/<launch_id>.jsonl``. Once the launch has
+    ended (``exit.json``, written by ``ecpa run``) the status is false, whatever the
+    evidence says, and the first reason says how the command ended.
 
     Raises:
         EcpaError: as :func:`launch_from_file` and :func:`status_from_files`.
     """
     expected = launch_from_file(directory / "launch.json")
     log = directory / "evidence" / f"{expected.launch_id}.jsonl"
-    return status_from_files(
+    status = status_from_files(
         log, directory / "trust.json", expected, now=now, proc_root=proc_root, host=host
     )
+    ended = launch_ended(directory / "exit.json")
+    if ended is None:
+        return status
+    return replace(status, effective=False, reasons=(ended, *status.reasons))

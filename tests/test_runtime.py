@@ -525,3 +525,51 @@ def test_binding_values_out_of_range_are_invalid_input(changes: dict[str, Any], 
         expected_from_dict(doc, "binding")
     assert exc_info.value.code is ecpa.ErrorCode.INVALID_INPUT
     assert found in exc_info.value.detail
+
+
+# --- a launch that has ended (exit.json) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("doc", "reason"),
+    [
+        (
+            {"schema": "ecpa-launch-exit/0.1", "ended_at": NOW, "exit_status": 0, "signal": None},
+            f"launch ended at {NOW}: the command exited with status 0",
+        ),
+        (
+            {"schema": "ecpa-launch-exit/0.1", "ended_at": NOW, "exit_status": 137, "signal": 9},
+            f"launch ended at {NOW}: the command was killed by signal 9 (status 137)",
+        ),
+        (
+            {
+                "schema": "ecpa-launch-exit/0.1",
+                "ended_at": NOW,
+                "exit_status": 127,
+                "signal": None,
+                "error": "x: command not found",
+            },
+            f"launch ended at {NOW}: the command could not start (status 127): x: command",
+        ),
+        ({"schema": "other", "ended_at": NOW, "exit_status": 0}, "launch ended (exit.json not an"),
+        (
+            {"schema": "ecpa-launch-exit/0.1", "ended_at": "soon", "exit_status": 0},
+            "launch ended (exit",
+        ),
+        (b"{not json", "launch ended (exit.json unreadable: ATTESTATION_MALFORMED_JSON)"),
+    ],
+)
+def test_an_ended_launch_is_never_effective(tmp_path: Path, doc: Any, reason: str) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        launch = write_launch(tmp_path, record(1, ident=read_identity(child.pid)))
+        assert status_from_launch_dir(launch, now=NOW).effective  # alive, fresh, selections
+        data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+        (launch / "exit.json").write_bytes(data)
+        status = status_from_launch_dir(launch, now=NOW)
+        assert not status.effective
+        assert status.reasons[0].startswith(reason), status.reasons
+        assert status.accepted == 1  # the evidence itself still verifies
+    finally:
+        child.kill()
+        child.wait()

@@ -73,7 +73,7 @@ def launch_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0)
         typer.echo("\n# stop the launch (SIGTERM, forwarded to the driver)")
         typer.echo(proc.stderr.read().rstrip("\n"))
         checks.append(code == 0)
-        run(status, 1, "process not alive", "after the process has exited")
+        run(status, 1, "the command exited with status 0", "after the launch has ended")
     finally:
         if proc.poll() is None:
             proc.kill()
