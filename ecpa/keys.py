@@ -17,13 +17,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
 
+from ecpa import _ed25519
 from ecpa._b64 import b64u_decode, b64u_encode
 from ecpa.errors import EcpaError, ErrorCode
 
@@ -151,7 +152,8 @@ class VerifyKey:
         )
 
     def verify(self, signature: bytes, message: bytes) -> None:
-        """Check an Ed25519 signature (RFC 8032, cofactorless, canonical ``S``).
+        """Check an Ed25519 signature (RFC 8032, cofactorless, canonical ``S``), with
+        libsodium when PyNaCl is importable, else OpenSSL: the same result (``_ed25519``).
 
         Raises:
             EcpaError: ``ATTESTATION_INVALID_SIGNATURE`` when it does not verify, a wrong
@@ -162,14 +164,12 @@ class VerifyKey:
                 ErrorCode.INVALID_SIGNATURE,
                 f"expected a {_SIGNATURE_LEN}-byte Ed25519 signature, found {len(signature)} bytes",
             )
-        try:
-            self._key.verify(signature, message)
-        except InvalidSignature:
+        if not _ed25519.verify(self.raw, self._key, signature, message):
             raise EcpaError(
                 ErrorCode.INVALID_SIGNATURE,
                 "expected a signature by the trusted key over the signing input, found one that "
                 "does not verify",
-            ) from None
+            )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, VerifyKey) and other.raw == self.raw
@@ -184,15 +184,17 @@ class VerifyKey:
 class SigningKey:
     """An Ed25519 private key. Never printed; ``repr`` shows only the public half."""
 
-    __slots__ = ("_key", "public_key")
+    __slots__ = ("_key", "_secret", "public_key")
 
     _key: Ed25519PrivateKey
+    _secret: bytes | None  # libsodium's 64-byte secret key, built once; None without PyNaCl
     public_key: VerifyKey
 
     def __init__(self, key: Ed25519PrivateKey) -> None:
         """Wrap a ``cryptography`` key; prefer :meth:`from_seed`, :meth:`load`, :meth:`generate`."""
         self._key = key
         self.public_key = VerifyKey(key.public_key().public_bytes_raw())
+        self._secret = _ed25519.sodium_secret(key)
 
     @classmethod
     def from_seed(cls, seed: bytes) -> SigningKey:
@@ -267,8 +269,9 @@ class SigningKey:
         )
 
     def sign(self, message: bytes) -> bytes:
-        """The 64-byte Ed25519 signature of ``message`` (deterministic, RFC 8032)."""
-        return self._key.sign(message)
+        """The 64-byte Ed25519 signature of ``message`` (deterministic, RFC 8032; the same
+        bytes from libsodium and from OpenSSL)."""
+        return _ed25519.sign(self._secret, self._key, message)
 
     def __repr__(self) -> str:
         return f"SigningKey(public={self.public_key.to_b64()!r})"
