@@ -7,13 +7,14 @@ never RFC 7797 (``b64``).
 
 from __future__ import annotations
 
+import base64
 from functools import lru_cache
 from typing import Any
 
 from ecpa._b64 import b64u_decode, b64u_encode
 from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jcs import canonicalize
+from ecpa.jcs import canonicalize, matches_canonical
 from ecpa.statement import PROFILE_ID
 
 __all__ = [
@@ -36,6 +37,11 @@ CRIT = ("ecpa_profile",)
 HEADER_MEMBERS = frozenset({"alg", "crit", "ecpa_profile", "kid", "typ"})
 MAX_JWS_LENGTH = 16 * 1024
 MAX_PAYLOAD_LENGTH = 64 * 1024
+#: Checked headers are remembered by their exact segment: one issuer uses a few kids.
+_HEADER_CACHE_SIZE = 64
+#: Longer segments (a kid of hundreds of characters) are checked every time, uncached, so
+#: the cache holds at most 64 small entries whatever the input.
+_HEADER_CACHE_MAX_SEGMENT = 1024
 
 
 def protected_header(kid: str) -> dict[str, Any]:
@@ -50,8 +56,12 @@ def encode_header(kid: str) -> str:
 
 
 def signing_input(header_b64: str, payload: bytes) -> bytes:
-    """ASCII ``B64U(header) + "." + B64U(payload)``."""
-    return f"{header_b64}.{b64u_encode(payload)}".encode("ascii")
+    """ASCII ``B64U(header) + "." + B64U(payload)``.
+
+    Raises:
+        UnicodeEncodeError: ``header_b64`` is not ASCII (it is, once strict base64url).
+    """
+    return b".".join((header_b64.encode("ascii"), base64.urlsafe_b64encode(payload).rstrip(b"=")))
 
 
 def check_sizes(detached_jws: str | bytes, payload: bytes) -> None:
@@ -94,8 +104,23 @@ def _require(condition: bool, code: ErrorCode, detail: str) -> None:
 def parse_header(header_b64: str) -> tuple[bytes, dict[str, Any]]:
     """PROFILE §3 steps 3-11: decode, parse and check the protected header.
 
-    Returns the header bytes and the parsed header; ``kid`` is a string.
+    Returns the header bytes and the parsed header (a new dict on each call); ``kid`` is a
+    string. A segment that passed is remembered (a bounded cache keyed by the exact segment
+    text), so the same segment is decoded, parsed and checked only once: the checks depend
+    on nothing but that text, and a segment that fails is never remembered.
+
+    Raises:
+        EcpaError: the code of the first failed check of steps 3-11.
     """
+    if len(header_b64) <= _HEADER_CACHE_MAX_SEGMENT:
+        raw, header = _checked_header_cached(header_b64)
+    else:
+        raw, header = _checked_header(header_b64)
+    # The cached dict is never handed out: a caller may change its copy and its crit list.
+    return raw, {**header, "crit": list(header["crit"])}
+
+
+def _checked_header(header_b64: str) -> tuple[bytes, dict[str, Any]]:
     raw = b64u_decode(header_b64, what="header")  # step 3
     header = parse_object(raw, what="header")  # step 4
     members = set(header)
@@ -105,9 +130,8 @@ def parse_header(header_b64: str) -> tuple[bytes, dict[str, Any]]:
             f"expected exactly the header members {sorted(HEADER_MEMBERS)}, found extra "
             f"{sorted(members - HEADER_MEMBERS)} and missing {sorted(HEADER_MEMBERS - members)}",
         )
-    canonical = _canonical_or_none(header)
     _require(  # step 6
-        raw == canonical,
+        matches_canonical(raw, header),
         ErrorCode.MALFORMED_JWS,
         "expected the header bytes to be their own RFC 8785 canonical form, found other bytes",
     )
@@ -136,12 +160,8 @@ def parse_header(header_b64: str) -> tuple[bytes, dict[str, Any]]:
     return raw, header
 
 
-def _canonical_or_none(value: dict[str, Any]) -> bytes | None:
-    # After a strict parse every value is canonicalizable; None keeps this total anyway.
-    try:
-        return canonicalize(value)
-    except EcpaError:
-        return None
+# lru_cache remembers returns only: a segment whose check raised is checked in full again.
+_checked_header_cached = lru_cache(maxsize=_HEADER_CACHE_SIZE)(_checked_header)
 
 
 def signature_bytes(signature_b64: str) -> bytes:

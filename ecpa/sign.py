@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from ecpa import jws
 from ecpa._b64 import b64u_encode
 from ecpa._json import MAX_DEPTH, parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jcs import canonicalize
+from ecpa.jcs import canonicalize, canonicalize_subset
 from ecpa.keys import SigningKey
 from ecpa.statement import Statement, check_statement
 
@@ -49,15 +50,22 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
             ErrorCode.INVALID_STATEMENT,
             f"expected a statement object, found {type(statement).__name__}",
         )
-    _refuse_floats(data)
-    payload = canonicalize(data)
+    # One walk in the common case: a value of the JCS fast path's subset, nested at most
+    # MAX_DEPTH deep, holds no float and nothing too deep, so _refuse_floats would pass and
+    # canonicalize would give these very bytes. Anything else takes the full road.
+    subset = canonicalize_subset(data, max_depth=MAX_DEPTH)
+    if subset is None:
+        _refuse_floats(data)
+        payload = canonicalize(data)
+    else:
+        payload = subset
     if len(payload) > jws.MAX_PAYLOAD_LENGTH:
         raise EcpaError(
             ErrorCode.TOO_LARGE,
             f"expected a payload of at most {jws.MAX_PAYLOAD_LENGTH} bytes, found {len(payload)}",
         )
     # Parse the bytes we will sign, not the caller's objects: what is checked is what is signed.
-    checked = check_statement(parse_object(payload, what="payload"))
+    checked = check_statement(_read_back(payload, from_subset=subset is not None))
     header_b64 = jws.encode_header(checked.kid)
     signature = key.sign(jws.signing_input(header_b64, payload))
     detached = f"{header_b64}..{b64u_encode(signature)}"
@@ -67,6 +75,19 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
             f"expected a JWS of at most {jws.MAX_JWS_LENGTH} characters, found {len(detached)}",
         )
     return Signed(payload=payload, detached_jws=detached, statement=checked)
+
+
+def _read_back(payload: bytes, *, from_subset: bool) -> Any:
+    """The payload parsed again, as the strict reader (PROFILE §4) returns it.
+
+    Bytes from the JCS fast path are UTF-8 JSON of an object with unique member names,
+    integers within ±(2**53-1), no float, constant or lone surrogate, nested at most
+    MAX_DEPTH deep: none of the strict reader's checks can fail on them, and its hooks would
+    build exactly what the plain C reader builds, so that reader is used.
+    """
+    if from_subset:
+        return json.loads(payload.decode("utf-8"))
+    return parse_object(payload, what="payload")
 
 
 def _refuse_floats(value: Any) -> None:

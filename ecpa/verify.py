@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from ecpa import jws
 from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jcs import canonicalize
+from ecpa.jcs import matches_canonical
 from ecpa.replay import ReplayFence
 from ecpa.statement import NonEmptyStr, SafeInt, Statement, check_statement
 from ecpa.trust import TrustedKey, TrustStore
@@ -157,11 +157,7 @@ def verify(
     _, header = jws.parse_header(header_b64)  # steps 3-11
     kid: str = header["kid"]
     obj = parse_object(payload, what="payload")  # step 12
-    try:
-        canonical = canonicalize(obj)
-    except EcpaError:  # unreachable after a strict parse; a difference all the same
-        canonical = None
-    if payload != canonical:  # step 13
+    if not matches_canonical(payload, obj):  # step 13: bytes == JCS(parsed), as rfc8785 says
         raise EcpaError(
             ErrorCode.NONCANONICAL_PAYLOAD,
             "expected the payload bytes to be their own RFC 8785 canonical form, found other bytes",
