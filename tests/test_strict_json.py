@@ -290,3 +290,43 @@ def test_arbitrary_bytes_raise_only_ecpa_errors() -> None:
                 parser(bytes(data), what="x")
         with contextlib.suppress(ecpa.EcpaError):
             ecpa.verify(bytes(data), jws, STORE, now=1_800_000_000)
+
+
+def test_threads_parse_with_their_own_reader() -> None:
+    """Each thread has its own recorder and decoder: an event seen in one thread never leaks
+    into another's result."""
+    import threading
+
+    docs = [
+        b'{"a": 1, "b": [1, 2, {"c": "x"}]}',
+        b'{"a": 1, "a": 2}',
+        b'{"n": 9007199254740992}',
+        b'{"n": 999999999999999, "m": -9007199254740991}',
+        b'{"f": 1.5}',
+    ]
+
+    def outcome(doc: bytes) -> object:
+        try:
+            return parse_object(doc, what="t")
+        except ecpa.EcpaError as exc:
+            return exc.code
+
+    expected = [outcome(doc) for doc in docs]
+    failures: list[object] = []
+
+    def work(shift: int) -> None:
+        for i in range(2000):
+            k = (i + shift) % len(docs)
+            got = outcome(docs[k])
+            if got != expected[k]:
+                failures.append((k, got))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert expected[1] is ErrorCode.DUPLICATE_KEY
+    assert expected[2] is ErrorCode.UNSUPPORTED_VALUE
+    assert expected[3] == {"n": 999999999999999, "m": -9007199254740991}
