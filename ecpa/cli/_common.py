@@ -97,27 +97,58 @@ def _jws_item(path: Path, payload_path: Path | None) -> Item:
     return Item(str(path), None, evidence, None)
 
 
+def torn_message(name: str, number: int, error: EcpaError | None) -> str:
+    """The standard-error line for a torn last line of a log (one process or several)."""
+    return (
+        f"ecpa: {name}:{number}: skipped a torn last line (a write cut short by a crash): "
+        f"{error.detail if error else ''}"
+    )
+
+
+def no_records() -> EcpaError:
+    """The item of a log with no evidence record at all."""
+    return EcpaError(ErrorCode.INVALID_RECORD, "expected at least one evidence record, found none")
+
+
+def read_stdin() -> tuple[bytes, bool]:
+    """Standard input as evidence: at most ``MAX_INPUT_BYTES``; True when it is one JSON
+    object (a bundle, pretty-printed or not), False for a log.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when it is too long (exit 2).
+    """
+    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise fail_usage(f"expected at most {MAX_INPUT_BYTES} bytes on standard input")
+    try:
+        parse_object(data, what="standard input")
+    except EcpaError:
+        return data, False
+    return data, True
+
+
+def open_log(spec: str) -> BinaryIO:
+    """An evidence log opened for reading.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when it cannot be opened (exit 2).
+    """
+    try:
+        return Path(spec).open("rb")
+    except OSError as exc:
+        raise fail_usage(f"expected a readable log at {spec}, found: {exc.strerror}") from None
+
+
 def _log_items(name: str, stream: BinaryIO) -> Iterator[Item]:
     count = 0
     for line in read_log(stream):
         if line.torn:
-            typer.echo(
-                f"ecpa: {name}:{line.number}: skipped a torn last line (a write cut short by "
-                f"a crash): {line.error.detail if line.error else ''}",
-                err=True,
-            )
+            typer.echo(torn_message(name, line.number, line.error), err=True)
             continue
         count += 1
         yield Item(name, line.number, line.evidence, line.error)
     if count == 0:
-        yield Item(
-            name,
-            None,
-            None,
-            EcpaError(
-                ErrorCode.INVALID_RECORD, "expected at least one evidence record, found none"
-            ),
-        )
+        yield Item(name, None, None, no_records())
 
 
 def _bundle_item(name: str, data: bytes) -> Item:
@@ -135,14 +166,7 @@ def evidence_items(spec: str, payload_path: Path | None) -> Iterator[Item]:
         EcpaError: ``ECPA_INVALID_INPUT`` for an unreadable input (exit 2).
     """
     if spec == "-":
-        data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        if len(data) > MAX_INPUT_BYTES:
-            raise fail_usage(f"expected at most {MAX_INPUT_BYTES} bytes on standard input")
-        try:  # one JSON object (pretty-printed or not) is a bundle; anything else a log
-            parse_object(data, what="standard input")
-            one_object = True
-        except EcpaError:
-            one_object = False
+        data, one_object = read_stdin()
         if one_object:
             yield _bundle_item("-", data.strip())
         else:
@@ -152,11 +176,7 @@ def evidence_items(spec: str, payload_path: Path | None) -> Iterator[Item]:
     if path.suffix == ".jws":
         yield _jws_item(path, payload_path)
     elif path.suffix == ".jsonl":
-        try:
-            stream = path.open("rb")
-        except OSError as exc:
-            raise fail_usage(f"expected a readable log at {path}, found: {exc.strerror}") from None
-        with stream:
+        with open_log(spec) as stream:
             yield from _log_items(spec, stream)
     else:
         yield _bundle_item(spec, read_bytes(path))

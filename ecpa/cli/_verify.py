@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,9 +23,10 @@ from ecpa.cli._common import (
     fail_usage,
     json_line,
     read_json_object,
-    safe,
     show,
 )
+from ecpa.cli._parallel import VerifyConfig, verify_with_jobs
+from ecpa.cli._results import render_result
 from ecpa.errors import EcpaError
 from ecpa.evidence import verify_evidence
 from ecpa.replay import ReplayFence, SqliteReplayFence
@@ -32,10 +34,14 @@ from ecpa.statement import describe_validation
 from ecpa.trust import TrustStore
 from ecpa.verify import Binding, Policy
 
+#: More workers than this is a mistake, not a speed-up (each is a process).
+MAX_JOBS = 256
+
 VERIFY_EXAMPLES = """\b
 Examples:
   ecpa verify evidence.jws --trust trust.json     # payload from evidence.json
   ecpa verify run.jsonl --trust trust.json --json # a log: one JSON line per record
+  ecpa verify big.jsonl --trust trust.json --jobs 0 # a worker process per CPU
   cat bundle.json | ecpa verify - --now 1800000000
 
 \b
@@ -88,27 +94,9 @@ def load_trust(trust: Path | None) -> TrustStore:
 
 
 def _report(item: Item, as_json: bool, statement: dict[str, Any] | None) -> None:
-    err = item.error
-    if as_json:
-        typer.echo(
-            json_line(
-                {
-                    "input": item.input,
-                    "line": item.line,
-                    "ok": err is None,
-                    "code": err.code.value if err else None,
-                    "detail": err.detail if err else None,
-                    "statement": statement,
-                }
-            )
-        )
-    elif err is None and statement is not None:
-        fields = " ".join(
-            f"{k}={show(statement[k])}" for k in ("issuer", "kid", "subject", "challenge_nonce")
-        )
-        typer.echo(f"OK {show(item.name)} {fields.replace('challenge_nonce=', 'nonce=')}")
-    elif err is not None:
-        typer.echo(f"FAIL {show(item.name)} {err.code.value}: {safe(err.detail)}")
+    text = render_result(item.input, item.line, item.error, statement, as_json)
+    if text is not None:
+        typer.echo(text)
 
 
 def verify_command(
@@ -132,6 +120,12 @@ def verify_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per item (JSON Lines).")
     ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            help="Worker processes (0: one per CPU); the output is the same for any number."
+        ),
+    ] = 1,
 ) -> None:
     """Verify evidence by the ECPA 0.1 profile, one result line per item."""
     specs = evidence
@@ -140,35 +134,44 @@ def verify_command(
     jws_count = sum(1 for s in specs if s.endswith(".jws"))
     if payload is not None and (jws_count != 1 or len(specs) != 1):
         raise fail_usage("expected --payload with exactly one .jws EVIDENCE, found otherwise")
+    if not 0 <= jobs <= MAX_JOBS:
+        raise fail_usage(f"expected --jobs within [0, {MAX_JOBS}] (0: one per CPU), found {jobs}")
+    workers = jobs if jobs > 0 else (os.cpu_count() or 1)
     store = load_trust(trust)
     policy = _policy(clock_skew, max_ttl, max_age)
     expected = _binding(binding)
     when = int(time.time()) if now is None else now
     if not 0 <= when <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
-    invalid = False
     with ExitStack() as stack:
         fence: ReplayFence | None = None
         if replay_db is not None:
             fence = stack.enter_context(SqliteReplayFence(replay_db))
-        for spec in specs:
-            for item in evidence_items(spec, payload):
-                statement = None
-                if item.evidence is not None:
-                    try:
-                        verified = verify_evidence(
-                            item.evidence,
-                            store,
-                            now=when,
-                            policy=policy,
-                            binding=expected,
-                            replay=fence,
-                        )
-                        statement = verified.statement.to_dict()
-                    except EcpaError as exc:
-                        item = Item(item.input, item.line, item.evidence, exc)
-                invalid |= item.error is not None
-                _report(item, as_json, statement)
+        if workers > 1:
+            config = VerifyConfig(
+                store.document, when, policy, expected, as_json, fence is not None
+            )
+            invalid = verify_with_jobs(specs, payload, jobs=workers, config=config, fence=fence)
+        else:  # today's loop, in this process
+            invalid = False
+            for spec in specs:
+                for item in evidence_items(spec, payload):
+                    statement = None
+                    if item.evidence is not None:
+                        try:
+                            verified = verify_evidence(
+                                item.evidence,
+                                store,
+                                now=when,
+                                policy=policy,
+                                binding=expected,
+                                replay=fence,
+                            )
+                            statement = verified.statement.to_dict()
+                        except EcpaError as exc:
+                            item = Item(item.input, item.line, item.evidence, exc)
+                    invalid |= item.error is not None
+                    _report(item, as_json, statement)
     raise typer.Exit(EXIT_INVALID if invalid else EXIT_OK)
 
 

@@ -1,0 +1,44 @@
+"""The result line of ``ecpa verify``, made by one function wherever the item was verified
+(in this process, or in a worker of ``--jobs``), so that both give the same bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ecpa.cli._common import json_line, safe, show
+from ecpa.errors import EcpaError
+
+_OK_FIELDS = ("issuer", "kid", "subject", "challenge_nonce")
+
+
+def render_result(
+    source: str,
+    line: int | None,
+    error: EcpaError | None,
+    statement: dict[str, Any] | None,
+    as_json: bool,
+) -> str | None:
+    """One item's output line: ``OK ...``, ``FAIL ...`` or, with ``as_json``, a JSON object.
+
+    ``source`` is the EVIDENCE argument and ``line`` the line in a log (else ``None``);
+    ``statement`` is the verified statement when ``error`` is ``None``. ``None`` when there
+    is nothing to print (no error and no statement, which a verified item never is).
+    """
+    if as_json:
+        return json_line(
+            {
+                "input": source,
+                "line": line,
+                "ok": error is None,
+                "code": error.code.value if error else None,
+                "detail": error.detail if error else None,
+                "statement": statement,
+            }
+        )
+    name = source if line is None else f"{source}:{line}"
+    if error is None and statement is not None:
+        fields = " ".join(f"{k}={show(statement[k])}" for k in _OK_FIELDS)
+        return f"OK {show(name)} {fields.replace('challenge_nonce=', 'nonce=')}"
+    if error is not None:
+        return f"FAIL {show(name)} {error.code.value}: {safe(error.detail)}"
+    return None
