@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support import ROOT
 
@@ -24,3 +25,50 @@ def test_observer_bench_prints_its_ratio() -> None:
     counted = re.search(r"dispatches counted by the observer: (\d+)", out)
     assert counted, out
     assert int(counted.group(1)) > 3 * 2_000  # every observed call counted (and the warm-up)
+
+
+#: Every row ``python -m bench`` prints: (benchmark, baseline) as they start in the table.
+BENCH_ROWS = [
+    ("ecpa.verify", "cryptography Ed25519 verify"),
+    ("ecpa.verify", "libsodium verify"),
+    ("ecpa.sign", "cryptography Ed25519 sign"),
+    ("ecpa.canonicalize", "rfc8785.dumps"),
+    ("ecpa verify --jobs 2", "ecpa verify --jobs 1"),
+    ("peak RSS, ", "the same on a 1-record log"),
+    ("DLA dispatch with observer", "the same without observer"),
+]
+
+
+def test_bench_table_prints_every_row(tmp_path: Path) -> None:
+    """``python -m bench --quick`` runs and prints each row with its medians, ratio, target
+    and verdict. Figures are read, never asserted."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--tmp", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    ).stdout
+    value = r"[\d,]+(?:\.\d+)? (?:us|s|MB)"
+    row = re.compile(
+        rf"^(?P<name>\S.*?)\s{{2,}}(?P<baseline>\S.*?)\s{{2,}}(?P<base>{value})\s+"
+        rf"(?P<ours>{value})\s+(?P<ratio>\d+\.\d+) \(\d+\.\d+\.\.\d+\.\d+\)\s+"
+        r"(?P<target>\S.*?)\s+(?P<verdict>meets|MISSES|info)$",
+        re.MULTILINE,
+    )
+    rows = [m.groupdict() for m in row.finditer(out)]
+    found = [(r["name"], r["baseline"]) for r in rows]
+    for name, baseline in BENCH_ROWS:
+        assert any(n.startswith(name) and b.startswith(baseline) for n, b in found), (
+            name,
+            baseline,
+            out,
+        )
+    assert len(rows) == 8, out  # peak RSS twice: --jobs 2 and --jobs 1
+    for r in rows:
+        if r["verdict"] != "info":  # an info row may be skipped (no PyNaCl): no figures
+            assert float(r["ratio"]) > 0, r
+            assert "<=" in r["target"], r
+    assert re.search(r"^8 rows in \d+ s", out, re.MULTILINE), out
+    assert list(tmp_path.iterdir()) == []  # the logs were removed
