@@ -204,6 +204,16 @@ class BlockPoolEngine:
                 self.stats.finished.append(req)
         self.stats.steps += 1
 
+    def skip_to(self, step: int) -> None:
+        """Jump an idle engine's clock forward to ``step`` (nothing happens in between).
+
+        Raises:
+            ValueError: when the engine is not idle or ``step`` is in the past.
+        """
+        if not self.idle or step < self.stats.steps:
+            raise ValueError(f"expected an idle engine and a step >= {self.stats.steps}")
+        self.stats.steps = step
+
     @property
     def idle(self) -> bool:
         """True when nothing is running or waiting."""
