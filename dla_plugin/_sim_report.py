@@ -32,6 +32,7 @@ METRICS = (
     ("jct_p99", "JCT p99", "s"),
     ("preemptions", "preemptions", ""),
     ("wasted", "wasted tokens", ""),
+    ("wasted_output", "of which output", ""),
     ("throughput", "throughput", "tok/s"),
 )
 
@@ -43,6 +44,7 @@ def metrics(run: RunResult) -> dict[str, float]:
         "jct_p99": percentile(run.jct_s, 99),
         "preemptions": float(run.total_preemptions),
         "wasted": float(run.wasted_tokens),
+        "wasted_output": float(run.wasted_output_tokens),
         "throughput": run.throughput,
     }
 

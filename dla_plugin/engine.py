@@ -69,6 +69,7 @@ class EngineStats:
     admitted: int = 0
     preemptions: int = 0
     wasted_tokens: int = 0  # computed tokens thrown away by preemptions, later redone
+    wasted_output_tokens: int = 0  # the part of them that was output (decode), not prompt
     computed_tokens: int = 0
     output_tokens: int = 0
     finished: list[SimRequest] = field(default_factory=list)
@@ -154,6 +155,8 @@ class BlockPoolEngine:
         self.free_blocks += victim.blocks
         victim.blocks = 0
         self.stats.wasted_tokens += victim.num_computed_tokens
+        if victim.num_computed_tokens:
+            self.stats.wasted_output_tokens += victim.num_output_tokens
         victim.num_computed_tokens = 0
         victim.num_preemptions += 1
         self.stats.preemptions += 1

@@ -50,6 +50,7 @@ class RunResult:
     finish_steps: tuple[int, ...]  # per job: the step it finished (for exact comparisons)
     preemptions: tuple[int, ...]  # per job
     wasted_tokens: int  # computed tokens thrown away by preemptions (recomputed later)
+    wasted_output_tokens: int  # the output (decode) part of them
     computed_tokens: int
     output_tokens: int
     makespan_s: float  # first arrival to last finish
@@ -144,6 +145,7 @@ def simulate(
         finish_steps=tuple(finish),
         preemptions=tuple(req.num_preemptions for req in requests),
         wasted_tokens=engine.stats.wasted_tokens,
+        wasted_output_tokens=engine.stats.wasted_output_tokens,
         computed_tokens=engine.stats.computed_tokens,
         output_tokens=engine.stats.output_tokens,
         makespan_s=(max(finish, default=0) - first) * step_s,

@@ -94,7 +94,9 @@ def test_command_prints_the_table_and_writes_json(tmp_path: Path) -> None:
     assert "over 3 seeds" in lines[-1]
     doc = json.loads(out.read_text())
     assert len(doc) == 2 * 3 * 3
-    assert {"jct_p50", "jct_p99", "preemptions", "wasted", "throughput"} <= set(doc[0])
+    assert {"jct_p50", "jct_p99", "preemptions", "wasted", "wasted_output", "throughput"} <= set(
+        doc[0]
+    )
 
 
 def test_command_reads_burstgpt_and_reports_bad_input(tmp_path: Path) -> None:
@@ -110,3 +112,13 @@ def test_command_reads_burstgpt_and_reports_bad_input(tmp_path: Path) -> None:
     done = run_sim("--predictions", "psychic")
     assert done.returncode == 2
     assert "psychic" in done.stderr
+
+
+def test_wasted_output_is_the_decode_part_of_the_waste() -> None:
+    preds = predict(JOBS, "exact", 1)
+    for policy in POLICIES:
+        run = simulate(JOBS, preds, policy, CONFIG)
+        assert 0 <= run.wasted_output_tokens <= run.wasted_tokens
+    # LIFO's victim is the newest request: it has produced little when it is preempted.
+    lifo = simulate(JOBS, preds, "lifo", CONFIG)
+    assert lifo.wasted_output_tokens < lifo.wasted_tokens / 2
