@@ -4,6 +4,7 @@ bookkeeping, and the command."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,28 @@ def test_wasted_output_is_the_decode_part_of_the_waste() -> None:
     # LIFO's victim is the newest request: it has produced little when it is preempted.
     lifo = simulate(JOBS, preds, "lifo", CONFIG)
     assert lifo.wasted_output_tokens < lifo.wasted_tokens / 2
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
+    fake = tmp_path / "fake" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('not installed')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "dla_plugin.sim", "--requests", "50", "--plot", "x.png"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": f"{fake.parent}{os.pathsep}{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "pip install 'ecpa[plot]'" in done.stderr
+
+
+def test_plot_draws_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "dla.png"
+    done = run_sim("--requests", "200", "--blocks", "512", "--quiet", "--plot", str(png))
+    assert done.returncode == 0, done.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
