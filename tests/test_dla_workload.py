@@ -47,7 +47,8 @@ def test_synthetic_is_deterministic_for_a_seed() -> None:
 
 
 def test_synthetic_statistics() -> None:
-    params = SyntheticParams()
+    # Short outputs, so that the tail is visible below the 2,048-token cap.
+    params = SyntheticParams(rate_per_s=4.0, prompt_median=256, output_min=16)
     jobs = synthetic(20_000, 1, params)
     assert len(jobs) == 20_000
     arrivals = [j.arrival_s for j in jobs]
@@ -456,3 +457,10 @@ def test_unknown_model_lists_the_known_ones() -> None:
     )
     with pytest.raises(WorkloadError):
         predict(JOBS, "exact", 1.0)  # type: ignore[arg-type]
+
+
+def test_default_lengths_sit_near_burstgpt() -> None:
+    """The defaults' medians are near those of BurstGPT's first rows (594 and 337 tokens)."""
+    jobs = synthetic(20_000, 2)
+    assert statistics.median(j.prompt_tokens for j in jobs) == pytest.approx(594, rel=0.1)
+    assert statistics.median(j.output_tokens for j in jobs) == pytest.approx(337, rel=0.1)
