@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import signal
 import sys
 import time
@@ -28,42 +27,36 @@ from typing import Any
 
 from dla_plugin.engine import BlockPoolEngine, SimRequest
 from dla_plugin.host import PreemptionController, VictimPolicy
+from dla_plugin.workload import (
+    PREDICTIONS,
+    SyntheticParams,
+    WorkloadError,
+    predictor,
+    synthetic_stream,
+)
 
 __all__ = ["load_policy", "main", "requests"]
 
-PREDICTIONS = ("exact", "none", "noisy")
+STEP_S = 0.025  #: one engine step, as in the simulator (dla_plugin.sim.SimConfig)
 
 
 def requests(
-    seed: int, *, predictions: str = "exact", rate: float = 0.3, sigma: float = 0.5
+    seed: int, *, predictions: str = "exact", rate: float = SyntheticParams().rate_per_s
 ) -> Iterator[tuple[int, SimRequest]]:
-    """An endless, seeded stream of ``(arrival step, request)``: bursty Poisson arrivals,
-    log-normal prompts and heavy-tailed (Pareto) outputs, each at most 512 tokens (so any
-    request fits a pool of 64 blocks of 16), with predictions ``exact``,
-    ``none`` or ``noisy`` (multiplicative log-normal noise of ``sigma``)."""
-    rng = random.Random(seed)  # noqa: S311 - a reproducible workload, not a secret
-    step, n = 0, 0
-    while True:
-        burst = 4.0 if rng.random() < 0.1 else 1.0  # one step in ten is a burst
-        for _ in range(_poisson(rng, rate * burst)):
-            prompt = max(1, min(512, int(rng.lognormvariate(4.5, 0.8))))
-            output = max(1, min(512, int(16 * rng.paretovariate(1.3))))
-            predicted: int | None = output
-            if predictions == "none":
-                predicted = None
-            elif predictions == "noisy":
-                predicted = max(1, round(output * rng.lognormvariate(0.0, sigma)))
-            yield step, SimRequest(f"req-{n}", float(step), prompt, output, predicted)
-            n += 1
-        step += 1
+    """An endless, seeded stream of ``(arrival step, request)``: the simulator's synthetic
+    trace (:func:`dla_plugin.workload.synthetic_stream`, ``rate`` arrivals a second outside
+    bursts) with the prediction model ``predictions`` (:data:`PREDICTIONS`).
 
-
-def _poisson(rng: random.Random, lam: float) -> int:
-    limit, k, p = math.exp(-lam), 0, rng.random()
-    while p > limit:
-        k += 1
-        p *= rng.random()
-    return k
+    Raises:
+        WorkloadError: for an unknown prediction model or a bad rate.
+    """
+    predicted = predictor(predictions, seed)
+    jobs = synthetic_stream(seed, SyntheticParams(rate_per_s=rate))
+    for n, job in enumerate(jobs):
+        request = SimRequest(
+            f"req-{n}", float(n), job.prompt_tokens, job.output_tokens, predicted(job)
+        )
+        yield math.floor(job.arrival_s / STEP_S), request
 
 
 def load_policy(name: str, config: dict[str, Any]) -> VictimPolicy | None:
@@ -108,8 +101,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--predictions", choices=PREDICTIONS, default="exact")
     parser.add_argument("--bypass", action="store_true", help="set the emergency bypass")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--blocks", type=int, default=256, help="KV blocks in the pool")
-    parser.add_argument("--rate", type=float, default=0.3, help="mean arrivals per step")
+    parser.add_argument("--blocks", type=int, default=512, help="KV blocks of 16 tokens")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=SyntheticParams().rate_per_s,
+        help="mean arrivals per second outside bursts (a step is 25 ms)",
+    )
     return parser
 
 
@@ -118,8 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.steps is None and args.seconds is None:
         args.steps = 1000
-    if (args.steps is not None and args.steps < 0) or args.blocks < 64 or args.rate <= 0:
-        print("drive: expected --steps >= 0, --blocks >= 64, --rate > 0", file=sys.stderr)
+    if (args.steps is not None and args.steps < 0) or args.blocks < 256:
+        # 256 blocks hold the longest request (2,048 prompt + 2,048 output tokens)
+        print("drive: expected --steps >= 0 and --blocks >= 256", file=sys.stderr)
         return 2
     config = {"victim_selector_plugin_disabled": True} if args.bypass else {}
     try:
@@ -130,7 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     controller = PreemptionController(policy)
     engine = BlockPoolEngine(controller, total_blocks=args.blocks)
     stream = requests(args.seed, predictions=args.predictions, rate=args.rate)
-    arrival, pending = next(stream)
+    try:
+        arrival, pending = next(stream)
+    except WorkloadError as exc:
+        print(f"drive: {exc}", file=sys.stderr)
+        return 2
     deadline = None if args.seconds is None else time.monotonic() + args.seconds
     stopped_by = None
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -13,10 +13,11 @@ the file, line and column when there are any, and what was expected and what was
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,9 @@ __all__ = [
     "load_burstgpt",
     "load_burstgpt_report",
     "predict",
+    "predictor",
     "synthetic",
+    "synthetic_stream",
 ]
 
 
@@ -193,37 +196,48 @@ def _poisson(rng: random.Random, mean: float) -> int:
 
 def synthetic(n: int, seed: int, params: SyntheticParams = SyntheticParams()) -> list[Job]:
     """``n`` jobs of a bursty, heavy-tailed synthetic trace (see :class:`SyntheticParams`),
-    the first at 0.0 s. Deterministic for ``(n, seed, params)``.
+    the first at 0.0 s: the first ``n`` of :func:`synthetic_stream`. Deterministic for
+    ``(n, seed, params)``.
 
     Raises:
         WorkloadError: (``params``) for ``n`` outside [1, 10**7], a seed that is not an
             integer, or a parameter out of range (:meth:`SyntheticParams.check`).
     """
     _int("n", n, 1, _MAX_JOBS)
+    return list(itertools.islice(synthetic_stream(seed, params), n))
+
+
+def synthetic_stream(seed: int, params: SyntheticParams = SyntheticParams()) -> Iterator[Job]:
+    """The endless synthetic trace of ``seed``, the first job at 0.0 s (a scheduler that runs
+    for a given time reads as much of it as it needs).
+
+    Raises:
+        WorkloadError: (``params``) for a seed that is not an integer or a parameter out of
+            range, when called (not on the first ``next``).
+    """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise _params_error("seed", "an integer", seed)
     params.check()
-    rng = random.Random(seed)  # noqa: S311 - reproducible workload, not a secret
+    return _stream(random.Random(seed), params)  # noqa: S311 - reproducible, not a secret
+
+
+def _stream(rng: random.Random, params: SyntheticParams) -> Iterator[Job]:
     log_median = math.log(params.prompt_median)
-    jobs: list[Job] = []
+    start: float | None = None
     second = 0
-    while len(jobs) < n:
+    while True:
         burst = rng.random() < params.burst_prob
         mean = params.rate_per_s * (params.burst_factor if burst else 1.0)
-        arrivals = sorted(second + rng.random() for _ in range(_poisson(rng, mean)))
-        for at in arrivals[: n - len(jobs)]:
+        for at in sorted(second + rng.random() for _ in range(_poisson(rng, mean))):
             prompt = round(rng.lognormvariate(log_median, params.prompt_sigma))
             output = math.floor(params.output_min * rng.paretovariate(params.output_alpha))
-            jobs.append(
-                Job(
-                    at,
-                    max(1, min(prompt, params.max_tokens)),
-                    max(1, min(output, params.max_tokens)),
-                )
+            start = at if start is None else start
+            yield Job(
+                at - start,
+                max(1, min(prompt, params.max_tokens)),
+                max(1, min(output, params.max_tokens)),
             )
         second += 1
-    start = jobs[0].arrival_s
-    return [Job(j.arrival_s - start, j.prompt_tokens, j.output_tokens) for j in jobs]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,6 +392,18 @@ def predict(jobs: Sequence[Job], model: str, seed: int) -> list[int | None]:
         WorkloadError: (``params``) for an unknown model (the message lists the known ones)
             or a seed that is not an integer.
     """
+    predicted = predictor(model, seed)
+    return [predicted(job) for job in jobs]
+
+
+def predictor(model: str, seed: int) -> Callable[[Job], int | None]:
+    """The prediction ``model`` as a function of one job, applied to jobs in order (the
+    noise models draw from their own random stream of ``(model, seed)``): what
+    :func:`predict` applies to a list, and a scheduler to an endless stream.
+
+    Raises:
+        WorkloadError: as :func:`predict`.
+    """
     if model not in PREDICTIONS:
         raise WorkloadError(
             "params", "a prediction model among " + ", ".join(PREDICTIONS), repr(model)
@@ -385,12 +411,12 @@ def predict(jobs: Sequence[Job], model: str, seed: int) -> list[int | None]:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise _params_error("seed", "an integer", seed)
     if model == "none":
-        return [None] * len(jobs)
+        return lambda job: None
     if model == "exact":
-        return [job.output_tokens for job in jobs]
+        return lambda job: job.output_tokens
     if model == "over":
-        return [-(-3 * job.output_tokens // 2) for job in jobs]  # ceil(1.5 * output), exactly
+        return lambda job: -(-3 * job.output_tokens // 2)  # ceil(1.5 * output), exactly
     sigma = _NOISE[model]
     # A string seed is hashed with SHA-512 by random.Random: stable across runs and processes.
-    rng = random.Random(f"dla-predict:{model}:{seed}")  # noqa: S311 - reproducible workload, not a secret
-    return [max(1, round(job.output_tokens * math.exp(rng.gauss(0.0, sigma)))) for job in jobs]
+    rng = random.Random(f"dla-predict:{model}:{seed}")  # noqa: S311 - reproducible, not a secret
+    return lambda job: max(1, round(job.output_tokens * math.exp(rng.gauss(0.0, sigma))))

@@ -120,7 +120,7 @@ def take(seed: int, n: int, predictions: str = "exact") -> list[SimRequest]:
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), blocks=st.integers(64, 160), reserve=st.booleans())
+@given(seed=st.integers(0, 10_000), blocks=st.integers(256, 640), reserve=st.booleans())
 def test_every_request_finishes_once_and_tokens_are_conserved(
     seed: int, blocks: int, reserve: bool
 ) -> None:
@@ -222,8 +222,8 @@ def outcome(engine: BlockPoolEngine) -> list[tuple[str, float | None, int]]:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_without_predictions_dla_equals_the_builtin_in_every_step(seed: int) -> None:
     policy = Recording()
-    dla = BlockPoolEngine(PreemptionController(policy), total_blocks=96)
-    builtin = BlockPoolEngine(PreemptionController(None), total_blocks=96)
+    dla = BlockPoolEngine(PreemptionController(policy), total_blocks=384)
+    builtin = BlockPoolEngine(PreemptionController(None), total_blocks=384)
     run(dla, take(seed, 150, predictions="none"))
     run(builtin, take(seed, 150, predictions="none"))
     assert policy.calls  # the pool overflowed: the policy was asked
@@ -234,7 +234,7 @@ def test_without_predictions_dla_equals_the_builtin_in_every_step(seed: int) -> 
 
 def test_with_exact_predictions_dla_chooses_victims_itself() -> None:
     policy = Recording()
-    engine = BlockPoolEngine(PreemptionController(policy), total_blocks=96)
+    engine = BlockPoolEngine(PreemptionController(policy), total_blocks=384)
     run(engine, take(1, 150))
     chosen = [answer for answer, _ in policy.calls if answer is not None]
     assert chosen

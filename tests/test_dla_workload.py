@@ -26,7 +26,9 @@ from dla_plugin.workload import (
     load_burstgpt,
     load_burstgpt_report,
     predict,
+    predictor,
     synthetic,
+    synthetic_stream,
 )
 
 SAMPLE = Path(__file__).parent / "data" / "burstgpt-sample.csv"
@@ -464,3 +466,12 @@ def test_default_lengths_sit_near_burstgpt() -> None:
     jobs = synthetic(20_000, 2)
     assert statistics.median(j.prompt_tokens for j in jobs) == pytest.approx(594, rel=0.1)
     assert statistics.median(j.output_tokens for j in jobs) == pytest.approx(337, rel=0.1)
+
+
+def test_synthetic_is_the_start_of_the_endless_stream_and_predict_applies_predictor() -> None:
+    stream = synthetic_stream(5)
+    assert [next(stream) for _ in range(300)] == synthetic(300, 5)
+    jobs = synthetic(300, 5)
+    for model in PREDICTIONS:
+        one = predictor(model, 5)
+        assert [one(job) for job in jobs] == predict(jobs, model, 5)
