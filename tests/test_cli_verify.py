@@ -29,6 +29,7 @@ from tests._cli_helpers import (
 )
 from tests.support import (
     NOW,
+    binding,
     payload_of,
     statement,
     trust_doc,
@@ -36,14 +37,7 @@ from tests.support import (
 )
 
 TAMPERED = (payload_of(statement()).replace(b"launch-1", b"launch-9"), signed()[1])
-BINDING = {
-    "plan_id": "plan:sha256:" + "1" * 64,
-    "launch_id": "launch-1",
-    "plugin_id": "plugin:sha256:" + "2" * 64,
-    "artifact_digest": "sha256:" + "3" * 64,
-    "process_epoch": 7,
-    "challenge_nonce": "nonce-1",
-}
+BINDING = binding().model_dump()  # the binding statement() satisfies
 
 
 @pytest.fixture

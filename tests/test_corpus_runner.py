@@ -18,6 +18,7 @@ from tests.support import (
     KEY_1,
     KEY_2,
     NOW,
+    binding,
     load_json,
     needs_shared,
     statement,
@@ -27,14 +28,7 @@ from tests.support import (
 
 UPSTREAM = CONFORMANCE / "upstream-ecpa-0.1" / "attestation-vectors.json"
 OK = "OK"
-BINDING = {
-    "plan_id": "plan:sha256:" + "1" * 64,
-    "launch_id": "launch-1",
-    "plugin_id": "plugin:sha256:" + "2" * 64,
-    "artifact_digest": "sha256:" + "3" * 64,
-    "process_epoch": 7,
-    "challenge_nonce": "nonce-1",
-}
+BINDING = binding().model_dump()  # the binding statement() satisfies
 
 
 def case(
