@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from dla_plugin.admission import blocks_needed
 from dla_plugin.contract import Candidate, PreemptionContext
 from dla_plugin.host import PreemptionController
 
@@ -129,8 +130,8 @@ class BlockPoolEngine:
         now = blocks_for(req.num_prompt_tokens + req.num_output_tokens + 1, self.block_size)
         required = now
         if self.admission_reserve and req.predicted_length is not None:
-            # DLA.md "Admission reserve": the prompt plus the predicted output, no more.
-            reserve = blocks_for(req.num_prompt_tokens + req.predicted_length, self.block_size)
+            # DLA.md "Admission reserve", as the plugin ships it (one implementation).
+            reserve = blocks_needed(req, self.block_size)
             # A reserve beyond the pool would never be met: then the pool must be empty.
             required = max(now, min(reserve, self.total_blocks))
         return now, required
