@@ -23,9 +23,9 @@ from pathlib import Path
 
 from dla_plugin.contract import Candidate, PreemptionContext
 from dla_plugin.selector import DlaVictimSelector
-from ecpa.keys import SigningKey
 from ecpa.observer import Observer
-from ecpa.process import LaunchEnvironment
+from ecpa.profile.keys import SigningKey
+from ecpa.runtime.process import LaunchEnvironment
 
 TARGET = 1.10
 

@@ -12,13 +12,13 @@ compact JWS with Ed25519. :func:`verify` either returns the statement or raises
 """
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jcs import canonicalize
-from ecpa.keys import SigningKey, VerifyKey
-from ecpa.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence
-from ecpa.sign import Signed, sign
-from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
-from ecpa.trust import TRUST_STORE_SCHEMA, TrustEntry, TrustStore
-from ecpa.verify import Binding, Policy, Verified, verify
+from ecpa.profile.jcs import canonicalize
+from ecpa.profile.keys import SigningKey, VerifyKey
+from ecpa.profile.sign import Signed, sign
+from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
+from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustEntry, TrustStore
+from ecpa.profile.verify import Binding, Policy, Verified, verify
+from ecpa.runtime.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence
 
 __all__ = [
     "PROFILE_ID",

@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ecpa._corpus_format import AttestationVectors, TrustStoreVectors
 from ecpa._files import write_generated
-from ecpa.statement import Statement
-from ecpa.trust import TrustStoreDocument
+from ecpa.corpus._format import AttestationVectors, TrustStoreVectors
+from ecpa.profile.statement import Statement
+from ecpa.profile.trust import TrustStoreDocument
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _MODELS: dict[str, tuple[type[BaseModel], str, str]] = {

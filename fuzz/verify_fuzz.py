@@ -40,7 +40,7 @@ _INSTRUMENT = (
 )
 with _INSTRUMENT:
     import ecpa
-    from ecpa._corpus_upstream import NOW, SEEDS, upstream_document
+    from ecpa.corpus.generator.upstream import NOW, SEEDS, upstream_document
 
 SEED_DIR = Path(__file__).resolve().parent / "seeds"
 TEXT_FLAG = 0x8000
@@ -111,7 +111,7 @@ SEED_CASES = (
 
 def seed_inputs() -> dict[str, bytes]:
     """File name -> bytes of the seed corpus; a name starts with the expected outcome."""
-    from ecpa._b64 import b64u_decode
+    from ecpa.profile._b64 import b64u_decode
 
     cases = {case["id"]: case for case in _DOC["cases"]}
     seeds = {}

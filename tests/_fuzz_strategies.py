@@ -19,7 +19,7 @@ import rfc8785
 from hypothesis import strategies as st
 
 import ecpa
-from ecpa._corpus_upstream import upstream_document
+from ecpa.corpus.generator.upstream import upstream_document
 
 E = ecpa.ErrorCode
 MAX_SAFE = 2**53 - 1

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa._b64 import b64u_encode
 from ecpa.errors import ErrorCode
+from ecpa.profile._b64 import b64u_encode
 from tests._checks_helpers import (
     GOOD,
     GOOD_JWS,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa._b64 import b64u_encode
-from ecpa.statement import check_statement
+from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.statement import check_statement
 from tests._checks_helpers import (
     GOOD,
     GOOD_JWS,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ecpa._b64 import b64u_encode
 from ecpa.cli import app
-from ecpa.evidence import evidence_digest
+from ecpa.profile._b64 import b64u_encode
+from ecpa.runtime.evidence import evidence_digest
 from tests._cli_helpers import (
     OK_LINE,
     RUNNER,

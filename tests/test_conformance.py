@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa._b64 import b64u_decode, b64u_encode
-from ecpa._json import parse_object
 from ecpa.errors import ErrorCode
-from ecpa.keys import VerifyKey
+from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile._json import parse_object
+from ecpa.profile.keys import VerifyKey
 from tests.support import CONFORMANCE, SEED_1, SEED_2, b64d, load_json, needs_shared
 
 pytestmark = needs_shared
@@ -117,7 +117,7 @@ def _generic_jws_check(compact: str, jwk: dict[str, Any]) -> None:
     key = VerifyKey.from_jwk(jwk)
     header_b64, payload_b64, signature_b64 = compact.split(".")
     header = parse_object(b64u_decode(header_b64, what="header"), what="header")
-    if header.get("alg") != ecpa.jws.ALG:
+    if header.get("alg") != ecpa.profile.jws.ALG:
         raise ecpa.EcpaError(ErrorCode.WRONG_ALGORITHM, str(header.get("alg")))
     if "crit" in header:
         raise ecpa.EcpaError(ErrorCode.UNKNOWN_CRITICAL_HEADER, str(header["crit"]))

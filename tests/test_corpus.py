@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from ecpa._corpus_format import AttestationVectors, TrustStoreVectors
 from ecpa.cli import main
-from ecpa.corpus import CORPUS_FILES, generate, run_any
+from ecpa.corpus._format import AttestationVectors, TrustStoreVectors
+from ecpa.corpus.runner import CORPUS_FILES, generate, run_any
 from ecpa.errors import ErrorCode
 from tests.support import CONFORMANCE, ROOT, needs_shared
 

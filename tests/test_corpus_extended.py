@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa._corpus_extended import extended_document, trust_store_cases
-from ecpa._corpus_trust import small_order_keys
-from ecpa._corpus_upstream import upstream_document
-from ecpa.corpus import CaseResult, run_corpus
+from ecpa.corpus.generator.extended import extended_document, trust_store_cases
+from ecpa.corpus.generator.trust_cases import small_order_keys
+from ecpa.corpus.generator.upstream import upstream_document
+from ecpa.corpus.runner import CaseResult, run_corpus
 from ecpa.errors import ErrorCode
 from tests.support import CONFORMANCE, NOW, b64d, load_json, needs_shared
 
@@ -275,7 +275,7 @@ def test_binding_cases_share_one_fence_as_intended() -> None:
 
 
 def test_document_fits_the_corpus_format() -> None:
-    corpus_format = pytest.importorskip("ecpa._corpus_format")
+    corpus_format = pytest.importorskip("ecpa.corpus._format")
     corpus_format.AttestationVectors.model_validate(_doc())
     corpus_format.TrustStoreVectors.model_validate(trust_store_cases())
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa._b64 import b64u_encode
-from ecpa.corpus import CaseResult, run_corpus
+from ecpa.corpus.runner import CaseResult, run_corpus
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile._b64 import b64u_encode
 from tests.support import (
     CONFORMANCE,
     KEY_1,

@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 import ecpa
-from ecpa._corpus_upstream import RECIPES, SEEDS, upstream_document
-from ecpa.corpus import run_corpus
+from ecpa.corpus.generator.upstream import RECIPES, SEEDS, upstream_document
+from ecpa.corpus.runner import run_corpus
 from tests.support import CONFORMANCE, b64d, needs_shared
 
 UPSTREAM = CONFORMANCE / "upstream-ecpa-0.1" / "attestation-vectors.json"

@@ -38,7 +38,7 @@ from joserfc.jwk import OKPKey
 from joserfc.registry import HeaderParameter
 
 import ecpa
-from ecpa._corpus_upstream import upstream_document
+from ecpa.corpus.generator.upstream import upstream_document
 from tests.support import (
     CONFORMANCE,
     KEY_1,
@@ -52,9 +52,9 @@ from tests.support import (
 )
 
 try:  # the project's own cases, where this checkout has them
-    from ecpa._corpus_extended import extended_document
+    from ecpa.corpus.generator.extended import extended_document
 except ModuleNotFoundError as missing:
-    if missing.name != "ecpa._corpus_extended":
+    if missing.name != "ecpa.corpus.generator.extended":
         raise  # the module is there but broken: fail loudly, never skip its cases
     extended_document = None
 
@@ -80,7 +80,7 @@ JOSE_DEFAULT_ALGS = jose_jws.JWSRegistry(
 
 
 def _b64(data: bytes) -> str:
-    # Encoded here, not with ecpa._b64: the attached form is built independently of ecpa.
+    # Encoded here, not with ecpa.profile._b64: the attached form is built independently of ecpa.
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 

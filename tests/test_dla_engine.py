@@ -1,4 +1,4 @@
-"""The host controller and the block-pool engine (dla_plugin.host, dla_plugin.engine)."""
+"""The host controller and the block-pool engine (dla_plugin.host, dla_plugin.sim.engine)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dla_plugin.contract import Candidate, PreemptionContext
-from dla_plugin.drive import requests
-from dla_plugin.engine import BlockPoolEngine, SimRequest, blocks_for
 from dla_plugin.host import PreemptionController, builtin_victim
+from dla_plugin.sim.drive import requests
+from dla_plugin.sim.engine import BlockPoolEngine, SimRequest, blocks_for
 
 
 def cand(

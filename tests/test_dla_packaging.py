@@ -197,7 +197,10 @@ import ecpa.observer
 calls = []
 ecpa.observer.process_observer = lambda: calls.append(1)
 import dla_plugin
-names = ["dla_plugin"] + [m.name for m in pkgutil.walk_packages(dla_plugin.__path__, "dla_plugin.")]
+names = ["dla_plugin"] + [
+    m.name for m in pkgutil.walk_packages(dla_plugin.__path__, "dla_plugin.")
+    if not m.name.endswith(".__main__")  # a command (python -m), not a module to import
+]
 for name in names:
     importlib.import_module(name)
 print(json.dumps({"threads": threading.active_count(), "calls": len(calls), "modules": names}))

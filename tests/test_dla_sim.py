@@ -1,4 +1,4 @@
-"""The DLA value simulator (dla_plugin.sim): determinism, identity without predictions,
+"""The DLA value simulator (dla_plugin.sim.simulate): determinism, identity without predictions,
 bookkeeping, and the command."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dla_plugin.sim import POLICIES, SimConfig, percentile, simulate
-from dla_plugin.workload import SyntheticParams, predict, synthetic
+from dla_plugin.sim.predict import predict
+from dla_plugin.sim.simulate import POLICIES, SimConfig, percentile, simulate
+from dla_plugin.sim.workload import SyntheticParams, synthetic
 from tests.support import ROOT
 
 CONFIG = SimConfig(total_blocks=512)  # small: the pool overflows and preempts

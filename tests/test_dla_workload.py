@@ -17,16 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from dla_plugin.workload import (
-    PREDICTIONS,
+from dla_plugin.sim.predict import PREDICTIONS, predict, predictor
+from dla_plugin.sim.workload import (
     Job,
     LoadReport,
     SyntheticParams,
     WorkloadError,
     load_burstgpt,
     load_burstgpt_report,
-    predict,
-    predictor,
     synthetic,
     synthetic_stream,
 )

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from ecpa.evidence import read_log
-from ecpa.launch import launch_from_file
-from ecpa.launcher import BINDING_NAMES
-from ecpa.process import Liveness
-from ecpa.runtime import RuntimeStatus, derive
-from ecpa.trust import TrustStore
+from ecpa.launcher.run import BINDING_NAMES
+from ecpa.profile.trust import TrustStore
+from ecpa.runtime.derive import RuntimeStatus, derive
+from ecpa.runtime.evidence import read_log
+from ecpa.runtime.launch import launch_from_file
+from ecpa.runtime.process import Liveness
 from tests.support import ROOT
 
 ECPA = Path(sys.executable).parent / "ecpa"

@@ -1,9 +1,9 @@
-"""The Ed25519 backends (ecpa._ed25519): libsodium and OpenSSL give the same answers.
+"""The Ed25519 backends (ecpa.profile._ed25519): libsodium and OpenSSL give the same answers.
 
 libsodium is the fast backend and OpenSSL the reference. Every test here that compares them
 runs the same input through both and asserts the same result: "OK" or the same error code.
 Signatures with a small-order ``R`` are crafted below with the private scalar, the one input
-on which raw libsodium and RFC 8032 differ (see the module docstring of ecpa._ed25519).
+on which raw libsodium and RFC 8032 differ (see the module docstring of ecpa.profile._ed25519).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ecpa
-from ecpa import _ed25519
-from ecpa._b64 import b64u_encode
-from ecpa._ed25519 import SMALL_ORDER_ENCODINGS, BackendName
-from ecpa.corpus import CORPUS_FILES, generate, run_any
+from ecpa.corpus.runner import CORPUS_FILES, generate, run_any
 from ecpa.errors import ErrorCode
-from ecpa.keys import SigningKey, VerifyKey, check_public_key
+from ecpa.profile import _ed25519
+from ecpa.profile._b64 import b64u_encode
+from ecpa.profile._ed25519 import SMALL_ORDER_ENCODINGS, BackendName
+from ecpa.profile.keys import SigningKey, VerifyKey, check_public_key
 from tests.support import CONFORMANCE, ROOT, SEED_1, load_json, needs_shared
 
 BACKENDS: tuple[BackendName, ...] = ("libsodium", "openssl")

@@ -15,9 +15,9 @@ from typing import Any, BinaryIO, cast
 import pytest
 
 import ecpa
-from ecpa._b64 import b64u_encode
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.evidence import (
+from ecpa.profile._b64 import b64u_encode
+from ecpa.runtime.evidence import (
     MAX_RECORD_LENGTH,
     RECORD_SCHEMA,
     Evidence,
@@ -26,7 +26,7 @@ from ecpa.evidence import (
     read_log,
     verify_evidence,
 )
-from ecpa.replay import MemoryReplayFence, SqliteReplayFence
+from ecpa.runtime.replay import MemoryReplayFence, SqliteReplayFence
 from tests.support import KEY_1, KEY_2, NOW, binding, statement, store
 
 HOST = ecpa.canonicalize(

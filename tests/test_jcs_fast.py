@@ -30,8 +30,8 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import ecpa
-from ecpa import jcs
-from ecpa._json import parse_object
+from ecpa.profile import jcs
+from ecpa.profile._json import parse_object
 from tests.test_properties import CHARS, MAX_SAFE, same
 
 E = ecpa.ErrorCode

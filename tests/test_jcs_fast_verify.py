@@ -23,8 +23,8 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import ecpa
-from ecpa import jcs, jws
-from ecpa._b64 import b64u_encode
+from ecpa.profile import jcs, jws
+from ecpa.profile._b64 import b64u_encode
 from tests import _fuzz_strategies as fuzz
 from tests.support import KEY_1, KEY_2, NOW, sign_raw, statement, store
 from tests.test_properties import (

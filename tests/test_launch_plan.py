@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa.launch import (
+from ecpa.launcher.run import BUNDLE_GROUP, BUNDLE_NAME, DEFAULT_PLUGIN_ID, default_plan, load_plan
+from ecpa.runtime.launch import (
     PLAN_SCHEMA,
     Plan,
     launch_document,
@@ -23,7 +24,6 @@ from ecpa.launch import (
     plan_from_bytes,
     plan_from_dict,
 )
-from ecpa.launcher import BUNDLE_GROUP, BUNDLE_NAME, DEFAULT_PLUGIN_ID, default_plan, load_plan
 
 INVALID = ecpa.ErrorCode.INVALID_INPUT
 DIGEST = "sha256:" + "ab" * 32

@@ -1,5 +1,5 @@
 """The in-process observer (RUNTIME.md "Observer", "Evidence record", "Hot-path budget"):
-real threads, real files; records checked by ecpa.runtime.derive, the manager's own check."""
+real threads, real files; records checked by ecpa.runtime.derive.derive, the manager's own check."""
 
 from __future__ import annotations
 
@@ -20,11 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ecpa
-from ecpa import observer as observer_module
-from ecpa._b64 import b64u_decode
 from ecpa.errors import ErrorCode
-from ecpa.evidence import Evidence, EvidenceLog, read_log
-from ecpa.launch import ExpectedLaunch
 from ecpa.observer import (
     ABSTENTION,
     EMIT_INTERVAL_ENV,
@@ -33,8 +29,18 @@ from ecpa.observer import (
     Observer,
     process_observer,
 )
-from ecpa.process import ENV_NAMES, LaunchEnvironment, Liveness, ProcessIdentity, read_identity
-from ecpa.runtime import RuntimeStatus, derive
+from ecpa.observer import _observer as observer_module
+from ecpa.profile._b64 import b64u_decode
+from ecpa.runtime.derive import RuntimeStatus, derive
+from ecpa.runtime.evidence import Evidence, EvidenceLog, read_log
+from ecpa.runtime.launch import ExpectedLaunch
+from ecpa.runtime.process import (
+    ENV_NAMES,
+    LaunchEnvironment,
+    Liveness,
+    ProcessIdentity,
+    read_identity,
+)
 from tests.support import ISSUER, KEY_1, KEY_2, ROOT, trust_doc, trust_entry
 
 CHALLENGE = "T2JzZXJ2ZXItY2hhbGxlbmdlLTEyOA"

@@ -18,7 +18,7 @@ import pytest
 
 from ecpa import ErrorCode
 from ecpa.errors import EcpaError
-from ecpa.process import (
+from ecpa.runtime.process import (
     ENV_NAMES,
     LaunchEnvironment,
     ProcessIdentity,

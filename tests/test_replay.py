@@ -17,7 +17,7 @@ import pytest
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence
+from ecpa.runtime.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence
 
 NONCES = [f"nonce-{i}" for i in range(200)]
 WORKERS = 4

@@ -23,18 +23,18 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa._b64 import b64u_decode
-from ecpa.keys import SigningKey
-from ecpa.launch import launch_from_file, plan_from_dict
-from ecpa.launcher import (
+from ecpa.launcher.run import (
     BINDING_NAMES,
     LaunchExit,
     finish_launch,
     prepare_launch,
     run_launch,
 )
-from ecpa.process import launch_from_env
-from ecpa.trust import TrustStore
+from ecpa.profile._b64 import b64u_decode
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.trust import TrustStore
+from ecpa.runtime.launch import launch_from_file, plan_from_dict
+from ecpa.runtime.process import launch_from_env
 from tests._cli_helpers import Run, ecpa_main
 from tests.support import ROOT
 
@@ -519,9 +519,9 @@ def test_sigint_and_sighup_are_forwarded(
 SIGNER = """
 import os, subprocess, sys, time
 import ecpa
-from ecpa._b64 import b64u_encode
-from ecpa.evidence import EvidenceLog, evidence_digest, parse_record
-from ecpa.process import launch_from_env, read_identity
+from ecpa.profile._b64 import b64u_encode
+from ecpa.runtime.evidence import EvidenceLog, evidence_digest, parse_record
+from ecpa.runtime.process import launch_from_env, read_identity
 
 b = launch_from_env(os.environ)
 me = read_identity()

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa._json import parse_object, parse_reference
 from ecpa.errors import ErrorCode
+from ecpa.profile._json import parse_object, parse_reference
 from tests.support import header_bytes, payload_of, sign_raw, statement, store
 
 OK = "OK"

@@ -12,7 +12,7 @@ import pytest
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.trust import MAX_TRUST_STORE_BYTES, document_problems, read_document
+from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, document_problems, read_document
 from tests.support import KEY_2, trust_doc, trust_entry
 
 SMALL_ORDER = "AQ" + "A" * 41  # the identity point, order 1

@@ -2,7 +2,7 @@
 
 A BurstGPT trace is a CSV file with the columns ``Timestamp, Model, Request tokens,
 Response tokens, Total tokens, Log Type`` (in the order its header gives). This module knows
-that format and nothing else: it yields checked rows, and :mod:`dla_plugin.workload` turns them
+that format and nothing else: it yields checked rows, and :mod:`dla_plugin.sim.workload` turns them
 into jobs (filters, zero-token rows, clamping). Problems are raised as :class:`RowProblem`,
 which knows the line and column but not the file; the caller adds the file.
 
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Literal
 
-# The stable codes of dla_plugin.workload.WorkloadError (defined here, where most are raised).
+# The stable codes of dla_plugin.sim.workload.WorkloadError (defined here, where most are raised).
 WorkloadCode = Literal[
     "params",  # a bad argument: generator parameters, loader options, a job, a prediction model
     "io",  # the file cannot be opened or read

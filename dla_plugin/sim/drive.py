@@ -1,6 +1,6 @@
 """``python -m dla_plugin.drive``: a scheduler process with the DLA plugin inside.
 
-It runs the block-pool engine (:mod:`dla_plugin.engine`) over a seeded stream of requests
+It runs the block-pool engine (:mod:`dla_plugin.sim.engine`) over a seeded stream of requests
 with predicted output lengths, calling the victim-selection policy through the host
 controller exactly as vLLM-HUST's preemption controller does. The policy is loaded the way
 the host loads it: from the ``vllm.victim_selector`` entry point ``dla`` (``--policy
@@ -25,26 +25,21 @@ from importlib.metadata import entry_points
 from types import FrameType
 from typing import Any
 
-from dla_plugin.engine import BlockPoolEngine, SimRequest
 from dla_plugin.host import PreemptionController, VictimPolicy
-from dla_plugin.workload import (
-    PREDICTIONS,
-    SyntheticParams,
-    WorkloadError,
-    predictor,
-    synthetic_stream,
-)
+from dla_plugin.sim.engine import BlockPoolEngine, SimRequest
+from dla_plugin.sim.predict import PREDICTIONS, predictor
+from dla_plugin.sim.workload import SyntheticParams, WorkloadError, synthetic_stream
 
 __all__ = ["load_policy", "main", "requests"]
 
-STEP_S = 0.025  #: one engine step, as in the simulator (dla_plugin.sim.SimConfig)
+STEP_S = 0.025  #: one engine step, as in the simulator (dla_plugin.sim.simulate.SimConfig)
 
 
 def requests(
     seed: int, *, predictions: str = "exact", rate: float = SyntheticParams().rate_per_s
 ) -> Iterator[tuple[int, SimRequest]]:
     """An endless, seeded stream of ``(arrival step, request)``: the simulator's synthetic
-    trace (:func:`dla_plugin.workload.synthetic_stream`, ``rate`` arrivals a second outside
+    trace (:func:`dla_plugin.sim.workload.synthetic_stream`, ``rate`` arrivals a second outside
     bursts) with the prediction model ``predictions`` (:data:`PREDICTIONS`).
 
     Raises:

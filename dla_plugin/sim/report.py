@@ -13,16 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from dla_plugin.sim import POLICIES, RunResult, SimConfig, percentile, simulate
-from dla_plugin.workload import (
-    PREDICTIONS,
-    Job,
-    SyntheticParams,
-    WorkloadError,
-    load_burstgpt,
-    predict,
-    synthetic,
-)
+from dla_plugin.sim.predict import PREDICTIONS, predict
+from dla_plugin.sim.simulate import POLICIES, RunResult, SimConfig, percentile, simulate
+from dla_plugin.sim.workload import Job, SyntheticParams, WorkloadError, load_burstgpt, synthetic
 
 __all__ = ["METRICS", "Cell", "main", "metrics", "summarize"]
 

@@ -1,8 +1,8 @@
 """The DLA value simulator (DLA.md "Value check"): does DLA pay off, on this workload, with
 this prediction quality?
 
-It replays a trace of jobs (:mod:`dla_plugin.workload`) through the block-pool engine
-(:mod:`dla_plugin.engine`) under three policies, each the object the plugin ships, called
+It replays a trace of jobs (:mod:`dla_plugin.sim.workload`) through the block-pool engine
+(:mod:`dla_plugin.sim.engine`) under three policies, each the object the plugin ships, called
 through the host controller as the engine calls it (there is no second implementation of
 the rule):
 
@@ -22,10 +22,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dla_plugin.engine import BlockPoolEngine, SimRequest
 from dla_plugin.host import PreemptionController, VictimPolicy
 from dla_plugin.selector import DlaVictimSelector
-from dla_plugin.workload import Job
+from dla_plugin.sim.engine import BlockPoolEngine, SimRequest
+from dla_plugin.sim.workload import Job
 
 __all__ = ["POLICIES", "RunResult", "SimConfig", "percentile", "simulate"]
 
@@ -151,9 +151,3 @@ def simulate(
         makespan_s=(max(finish, default=0) - first) * step_s,
         steps=engine.stats.steps,
     )
-
-
-if __name__ == "__main__":
-    from dla_plugin._sim_report import main
-
-    raise SystemExit(main())

@@ -3,7 +3,7 @@
 - :func:`synthetic`: a bursty, heavy-tailed synthetic trace with documented parameters
   (:class:`SyntheticParams`);
 - :func:`load_burstgpt` / :func:`load_burstgpt_report`: a real BurstGPT CSV file;
-- :func:`predict`: predicted output lengths under one of the :data:`PREDICTIONS` models.
+- predictions of output lengths are in :mod:`dla_plugin.sim.predict`.
 
 Everything is deterministic for its arguments (seeds included) and reads no clock or
 environment. Every problem with an input raises :class:`WorkloadError`, whose message names
@@ -17,14 +17,13 @@ import itertools
 import math
 import os
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dla_plugin._burstgpt import RowProblem, WorkloadCode, read_rows, show
+from dla_plugin.sim.burstgpt import RowProblem, WorkloadCode, read_rows, show
 
 __all__ = [
-    "PREDICTIONS",
     "Job",
     "LoadReport",
     "SyntheticParams",
@@ -32,8 +31,6 @@ __all__ = [
     "WorkloadError",
     "load_burstgpt",
     "load_burstgpt_report",
-    "predict",
-    "predictor",
     "synthetic",
     "synthetic_stream",
 ]
@@ -41,8 +38,6 @@ __all__ = [
 
 # The prediction models (DLA.md "prediction error"): the true length, multiplicative
 # log-normal noise of log-sd 0.5 and 1.0, a systematic 50% over-estimate, and no prediction.
-PREDICTIONS = ("exact", "noise-0.5", "noise-1.0", "over", "none")
-_NOISE = {"noise-0.5": 0.5, "noise-1.0": 1.0}
 
 _MAX_JOBS = 10_000_000  # bound for synthetic(n): beyond it a trace is a mistake, not a workload
 _POISSON_CHUNK = 30.0  # Knuth's method is exact and fast for small means; larger ones are split
@@ -368,55 +363,3 @@ def load_burstgpt(
         path, limit=limit, model=model, log_type=log_type, max_tokens=max_tokens
     )
     return jobs
-
-
-# ---------------------------------------------------------------------------------------------
-# Predictions
-
-
-def predict(jobs: Sequence[Job], model: str, seed: int) -> list[int | None]:
-    """The predicted output length of every job under the prediction ``model``.
-
-    - ``exact``: the true output length;
-    - ``noise-0.5``, ``noise-1.0``: ``max(1, round(output * exp(N(0, sigma))))``. DLA.md's
-      "multiplicative noise sigma x length" is read as this multiplicative log-normal noise of
-      log-sd sigma: unbiased in log space (the median prediction is the true length), and
-      never negative;
-    - ``over``: ``ceil(1.5 * output)``, a systematic 50% over-estimate;
-    - ``none``: ``None`` for every job (no prediction).
-
-    Deterministic for ``(jobs, model, seed)``; each model draws from its own random stream,
-    so one model's predictions do not depend on which other models were computed.
-
-    Raises:
-        WorkloadError: (``params``) for an unknown model (the message lists the known ones)
-            or a seed that is not an integer.
-    """
-    predicted = predictor(model, seed)
-    return [predicted(job) for job in jobs]
-
-
-def predictor(model: str, seed: int) -> Callable[[Job], int | None]:
-    """The prediction ``model`` as a function of one job, applied to jobs in order (the
-    noise models draw from their own random stream of ``(model, seed)``): what
-    :func:`predict` applies to a list, and a scheduler to an endless stream.
-
-    Raises:
-        WorkloadError: as :func:`predict`.
-    """
-    if model not in PREDICTIONS:
-        raise WorkloadError(
-            "params", "a prediction model among " + ", ".join(PREDICTIONS), repr(model)
-        )
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise _params_error("seed", "an integer", seed)
-    if model == "none":
-        return lambda job: None
-    if model == "exact":
-        return lambda job: job.output_tokens
-    if model == "over":
-        return lambda job: -(-3 * job.output_tokens // 2)  # ceil(1.5 * output), exactly
-    sigma = _NOISE[model]
-    # A string seed is hashed with SHA-512 by random.Random: stable across runs and processes.
-    rng = random.Random(f"dla-predict:{model}:{seed}")  # noqa: S311 - reproducible, not a secret
-    return lambda job: max(1, round(job.output_tokens * math.exp(rng.gauss(0.0, sigma))))

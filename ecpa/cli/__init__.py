@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ecpa import PROFILE_ID, __version__
+from ecpa.cli import _entry
 from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES, safe
 from ecpa.cli._demo import corpus_app, demo_command
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"ecpa: internal error: {type(exc).__name__}: {safe(str(exc))}", err=True)
         return EXIT_INTERNAL
     return EXIT_OK
+
+
+_entry.register(main)
 
 
 def script() -> None:

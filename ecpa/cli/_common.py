@@ -15,9 +15,9 @@ from typing import Any, BinaryIO
 import typer
 
 from ecpa._files import read_bounded
-from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.evidence import Evidence, parse_record, read_log
+from ecpa.profile._json import parse_object
+from ecpa.runtime.evidence import Evidence, parse_record, read_log
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 

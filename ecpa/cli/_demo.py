@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa._observer_record import Window, build_evidence
+from ecpa.cli import _entry
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -24,11 +24,12 @@ from ecpa.cli._common import (
     show,
 )
 from ecpa.cli._demo_launch import launch_loop
-from ecpa.corpus import CORPUS_FILES, run_any, write
-from ecpa.evidence import EvidenceLog
-from ecpa.keys import SigningKey
-from ecpa.process import LaunchEnvironment, read_identity
-from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA
+from ecpa.corpus.runner import CORPUS_FILES, run_any, write
+from ecpa.observer._record import Window, build_evidence
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
+from ecpa.runtime.evidence import EvidenceLog
+from ecpa.runtime.process import LaunchEnvironment, read_identity
 
 corpus_app = typer.Typer(
     help="Run conformance corpora.",
@@ -189,7 +190,6 @@ def demo_command() -> None:
     Example:
       ecpa demo
     """
-    from ecpa.cli import main  # the real commands, run in-process
 
     now = int(time.time())
     checks: list[bool] = []
@@ -199,7 +199,7 @@ def demo_command() -> None:
         typer.echo("$ ecpa " + " ".join(shlex.quote(a) for a in args))
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = main(args)
+            status = _entry.run(args)
         text = out.getvalue() + err.getvalue()
         typer.echo(text.rstrip("\n"))
         ok = status == expect_exit and expect_text in text

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import typer
 
-from ecpa.launcher import BINDING_NAMES
+from ecpa.cli import _entry
+from ecpa.launcher.run import BINDING_NAMES
 
 __all__ = ["launch_loop"]
 
@@ -31,10 +32,9 @@ Run = Callable[[list[str], int, str, str], None]
 
 
 def _quiet_status(launch_dir: Path) -> int:
-    from ecpa.cli import main
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        return main(["status", "--launch", str(launch_dir)])
+        return _entry.run(["status", "--launch", str(launch_dir)])
 
 
 def launch_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0) -> None:

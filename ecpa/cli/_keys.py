@@ -22,9 +22,9 @@ from ecpa.cli._common import (
     write_new,
 )
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.keys import SigningKey, VerifyKey
-from ecpa.sign import sign
-from ecpa.trust import TRUST_STORE_SCHEMA, TrustStore, document_problems, read_document
+from ecpa.profile.keys import SigningKey, VerifyKey
+from ecpa.profile.sign import sign
+from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore, document_problems, read_document
 
 YEAR = 365 * 24 * 3600
 MAX_TIME = 2**53 - 1

@@ -48,10 +48,10 @@ from ecpa.cli._units import (
     stopped,
 )
 from ecpa.errors import EcpaError
-from ecpa.evidence import parse_record, read_log, verify_evidence
-from ecpa.replay import ReplayFence
-from ecpa.trust import TrustStore, TrustStoreDocument
-from ecpa.verify import Binding, Policy
+from ecpa.profile.trust import TrustStore, TrustStoreDocument
+from ecpa.profile.verify import Binding, Policy
+from ecpa.runtime.evidence import parse_record, read_log, verify_evidence
+from ecpa.runtime.replay import ReplayFence
 
 __all__ = ["CHUNK_BYTES", "CHUNK_LINES", "VerifyConfig", "verify_with_jobs"]
 

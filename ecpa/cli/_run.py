@@ -14,7 +14,7 @@ import typer
 
 from ecpa.cli._common import fail_usage, safe
 from ecpa.errors import EcpaError
-from ecpa.launcher import (
+from ecpa.launcher.run import (
     default_plan,
     finish_launch,
     load_plan,

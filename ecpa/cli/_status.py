@@ -8,10 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa._json import MAX_SAFE_INTEGER
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, json_line, read_json_object, safe
-from ecpa.launch import expected_from_dict
-from ecpa.runtime import RuntimeStatus, status_from_files, status_from_launch_dir
+from ecpa.profile._json import MAX_SAFE_INTEGER
+from ecpa.runtime.derive import RuntimeStatus, status_from_files, status_from_launch_dir
+from ecpa.runtime.launch import expected_from_dict
 
 __all__ = ["STATUS_EXAMPLES", "status_command"]
 

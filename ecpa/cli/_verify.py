@@ -12,8 +12,6 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from ecpa._b64 import b64u_decode
-from ecpa._json import MAX_SAFE_INTEGER
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -28,11 +26,13 @@ from ecpa.cli._common import (
 from ecpa.cli._parallel import VerifyConfig, verify_with_jobs
 from ecpa.cli._results import render_result
 from ecpa.errors import EcpaError
-from ecpa.evidence import verify_evidence
-from ecpa.replay import ReplayFence, SqliteReplayFence
-from ecpa.statement import describe_validation
-from ecpa.trust import TrustStore
-from ecpa.verify import Binding, Policy
+from ecpa.profile._b64 import b64u_decode
+from ecpa.profile._json import MAX_SAFE_INTEGER
+from ecpa.profile.statement import describe_validation
+from ecpa.profile.trust import TrustStore
+from ecpa.profile.verify import Binding, Policy
+from ecpa.runtime.evidence import verify_evidence
+from ecpa.runtime.replay import ReplayFence, SqliteReplayFence
 
 #: More workers than this is a mistake, not a speed-up (each is a process).
 MAX_JOBS = 256

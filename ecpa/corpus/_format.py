@@ -1,5 +1,5 @@
 """The corpus file formats, as models: they generate ``schemas/corpus*.schema.json`` and
-check the committed corpus files. The runner (``ecpa.corpus``) reads the same shapes."""
+check the committed corpus files. The runner (``ecpa.corpus.runner``) reads the same shapes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from ecpa.errors import ErrorCode
-from ecpa.statement import NonEmptyStr, SafeInt
-from ecpa.trust import TrustEntry
-from ecpa.verify import Binding, Policy
+from ecpa.profile.statement import NonEmptyStr, SafeInt
+from ecpa.profile.trust import TrustEntry
+from ecpa.profile.verify import Binding, Policy
 
 __all__ = ["AttestationVectors", "TrustStoreVectors"]
 

@@ -17,13 +17,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ecpa._b64 import b64u_decode
 from ecpa._files import write_generated
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.replay import MemoryReplayFence
-from ecpa.statement import describe_validation
-from ecpa.trust import TRUST_STORE_SCHEMA, TrustStore
-from ecpa.verify import DEFAULT_POLICY, Binding, Policy, verify
+from ecpa.profile._b64 import b64u_decode
+from ecpa.profile.fence import MemoryReplayFence
+from ecpa.profile.statement import describe_validation
+from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
+from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, verify
 
 __all__ = [
     "CORPUS_FILES",
@@ -175,8 +175,8 @@ def _dump(doc: Mapping[str, Any]) -> str:
 
 def generate() -> dict[str, str]:
     """File name -> text of the whole corpus, deterministically (TEST seeds, fixed times)."""
-    from ecpa._corpus_extended import extended_document, trust_store_cases
-    from ecpa._corpus_upstream import upstream_document
+    from ecpa.corpus.generator.extended import extended_document, trust_store_cases
+    from ecpa.corpus.generator.upstream import upstream_document
 
     docs = (upstream_document(), extended_document(), trust_store_cases())
     return {name: _dump(doc) for name, doc in zip(CORPUS_FILES, docs, strict=True)}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.launch import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
+from ecpa.runtime.launch import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
 
 BUNDLE_GROUP = "vllm_hust.extension_bundles"
 BUNDLE_NAME = "org.vllm-hust.dla"
@@ -97,7 +97,7 @@ def bundle_manifest() -> tuple[str, bytes]:
 def default_plan(*, issuer: str | None = None) -> Plan:
     """The plan for the installed DLA bundle: plugin ``org.vllm-hust.dla/victim-selector``,
     artifact digest the SHA-256 of its manifest's bytes, every other member its default
-    (``plan_id`` the digest of the resolved plan, see :func:`ecpa.launch.plan_from_dict`).
+    (``plan_id`` the digest of the resolved plan, see :func:`ecpa.runtime.launch.plan_from_dict`).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` as :func:`bundle_manifest`.

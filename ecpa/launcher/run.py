@@ -2,7 +2,7 @@
 
 ``ecpa run`` in three steps, each usable on its own:
 
-1. :func:`prepare_launch` makes a fresh launch of a :class:`~ecpa.launch.Plan`: a random
+1. :func:`prepare_launch` makes a fresh launch of a :class:`~ecpa.runtime.launch.Plan`: a random
    launch id and challenge, a per-launch Ed25519 key, and the launch directory
    ``EVIDENCE_DIR/<launch_id>/`` (mode 0700) holding ``signing-key.pem`` (0600),
    ``trust.json`` (the key, for ``host-runtime`` only, valid from shortly before the start
@@ -32,8 +32,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ecpa._json import MAX_SAFE_INTEGER
-from ecpa._launcher_plan import (
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.launcher.plan import (
     BUNDLE_GROUP,
     BUNDLE_NAME,
     DEFAULT_PLUGIN_ID,
@@ -41,12 +41,12 @@ from ecpa._launcher_plan import (
     default_plan,
     load_plan,
 )
-from ecpa._launcher_signals import FORWARDED, LaunchExit, run_forwarding
-from ecpa.errors import EcpaError, ErrorCode
-from ecpa.keys import SigningKey
-from ecpa.launch import EXIT_SCHEMA, LAUNCH_SUBJECT, Plan, launch_document, plan_from_dict
-from ecpa.process import ENV_NAMES
-from ecpa.trust import TRUST_STORE_SCHEMA, TrustStore, read_document
+from ecpa.launcher.signals import FORWARDED, LaunchExit, run_forwarding
+from ecpa.profile._json import MAX_SAFE_INTEGER
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore, read_document
+from ecpa.runtime.launch import EXIT_SCHEMA, LAUNCH_SUBJECT, Plan, launch_document, plan_from_dict
+from ecpa.runtime.process import ENV_NAMES
 
 __all__ = [
     "BINDING_NAMES",

@@ -5,7 +5,7 @@ increments under a tiny lock, nothing else (no I/O, no crypto, no lock ever held
 either). Off the hot path, an *emitter* thread wakes every emit interval (and early every
 ``emit_every`` dispatches), snapshots the cumulative counters, builds the raw counters
 record and signs a statement about it, and hands the record to a bounded queue; a *writer*
-thread appends what is queued to the evidence log (see :mod:`ecpa._observer_sink`). A full
+thread appends what is queued to the evidence log (see :mod:`ecpa.observer._sink`). A full
 queue or a failing log drops the record and counts it in ``dropped``, which later records
 report. At interpreter exit one last record carries the final counters.
 
@@ -27,11 +27,11 @@ import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ecpa._observer_record import Window, build_evidence, ttl_for
-from ecpa._observer_sink import Sink, Waiter
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.keys import SigningKey
-from ecpa.process import LaunchEnvironment, ProcessIdentity, launch_from_env, read_identity
+from ecpa.observer._record import Window, build_evidence, ttl_for
+from ecpa.observer._sink import Sink, Waiter
+from ecpa.profile.keys import SigningKey
+from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity, launch_from_env, read_identity
 
 __all__ = [
     "ABSTENTION",
@@ -50,7 +50,7 @@ FAILURE = 2
 DEFAULT_EMIT_INTERVAL_S = 1.0
 #: Optional: the emit interval in seconds, set by the manager (``ecpa run``).
 EMIT_INTERVAL_ENV = "ECPA_EMIT_INTERVAL_S"
-# The bound a plan accepts (ecpa.launch): positive, at most a day.
+# The bound a plan accepts (ecpa.runtime.launch): positive, at most a day.
 _MAX_INTERVAL_S = 86400.0
 _EXIT_TIMEOUT_S = 2.0
 

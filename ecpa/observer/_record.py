@@ -9,13 +9,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ecpa.evidence import Evidence, evidence_digest
-from ecpa.jcs import canonicalize
-from ecpa.keys import SigningKey
-from ecpa.process import LaunchEnvironment, ProcessIdentity
-from ecpa.runtime import COUNTERS_SCHEMA
-from ecpa.sign import sign
-from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA
+from ecpa.profile.jcs import canonicalize
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.sign import sign
+from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
+from ecpa.runtime.derive import COUNTERS_SCHEMA
+from ecpa.runtime.evidence import Evidence, evidence_digest
+from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity
 
 #: Statement lifetime, ``expires_at - issued_at``, at the default cadence; longer emit
 #: intervals get up to ``MAX_TTL_S`` (RUNTIME.md: at most 300), so that the newest statement
@@ -48,7 +48,7 @@ def ttl_for(emit_interval_s: float) -> int:
 
 
 def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
-    """The raw counters record as JCS bytes: exactly the members ``ecpa.runtime`` accepts."""
+    """The raw counters record as JCS bytes: exactly the members ``ecpa.runtime.derive`` accepts."""
     return canonicalize(
         {
             "schema": COUNTERS_SCHEMA,
@@ -122,7 +122,7 @@ def build_evidence(
     """Sign a statement about ``window``'s counters record; ``observed_at`` is its end.
 
     Raises:
-        EcpaError: the codes of :func:`ecpa.sign.sign` when the launch binding gives a
+        EcpaError: the codes of :func:`ecpa.profile.sign.sign` when the launch binding gives a
             statement a verifier would refuse (an artifact digest not ``sha256:<hex>``, ...).
     """
     raw = counters_record(launch.plugin_id, identity, window)

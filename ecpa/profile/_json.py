@@ -22,95 +22,29 @@ recursion depth (a text nested thousands deep) and by the tests as an independen
 from __future__ import annotations
 
 import json
-import re
 import threading
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile._json_events import (
+    _MAX_SAFE_DIGITS,
+    _SURROGATE,
+    MAX_DEPTH,
+    MAX_SAFE_INTEGER,
+    _constant_event,
+    _decode,
+    _depth_event,
+    _duplicate_event,
+    _Event,
+    _float_event,
+    _int_event,
+    _raise,
+    _require_object,
+    _surrogate_event,
+)
+from ecpa.profile._json_ref import parse_reference
 
 __all__ = ["MAX_DEPTH", "MAX_SAFE_INTEGER", "parse_object", "parse_reference"]
-
-MAX_DEPTH = 32
-MAX_SAFE_INTEGER = 2**53 - 1
-_MAX_SAFE_DIGITS = len(str(MAX_SAFE_INTEGER))  # 16: longer digit strings are out of range
-
-_BOM = b"\xef\xbb\xbf"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_Event = tuple[ErrorCode, str]
-
-
-def _short(text: str, limit: int = 24) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def _decode(data: bytes, what: str) -> str:
-    """PROFILE §4: UTF-8 only; a BOM, UTF-16/32 (NUL bytes) or invalid UTF-8 is refused."""
-    if data.startswith(_BOM):
-        raise EcpaError(
-            ErrorCode.MALFORMED_JSON, f"{what}: expected UTF-8 without a byte-order mark, found one"
-        )
-    if b"\x00" in data:
-        raise EcpaError(
-            ErrorCode.MALFORMED_JSON,
-            f"{what}: expected UTF-8 JSON text, found a NUL byte at offset {data.index(0)} "
-            "(UTF-16 or UTF-32 text?)",
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise EcpaError(
-            ErrorCode.MALFORMED_JSON,
-            f"{what}: expected UTF-8, found invalid byte sequence at offset {exc.start}",
-        ) from None
-
-
-def _int_event(literal: str) -> _Event | None:
-    digits = len(literal) - (literal[0] == "-")
-    if digits > _MAX_SAFE_DIGITS or abs(int(literal)) > MAX_SAFE_INTEGER:
-        return (
-            ErrorCode.UNSUPPORTED_VALUE,
-            f"expected an integer within ±(2**53-1), found {_short(literal)}",
-        )
-    return None
-
-
-def _float_event(literal: str) -> _Event:
-    return (
-        ErrorCode.UNSUPPORTED_VALUE,
-        f"expected an integer, found number {_short(literal)} with a fraction or exponent",
-    )
-
-
-def _constant_event(literal: str) -> _Event:
-    return (ErrorCode.UNSUPPORTED_VALUE, f"expected a JSON value, found constant {literal}")
-
-
-def _duplicate_event(pairs: list[tuple[str, Any]]) -> _Event:
-    seen: set[str] = set()
-    for name, _ in pairs:
-        if name in seen:
-            return (
-                ErrorCode.DUPLICATE_KEY,
-                f"expected unique member names, found {_short(name)!r} twice in one object",
-            )
-        seen.add(name)
-    raise AssertionError("no duplicate")  # pragma: no cover - callers check first
-
-
-def _surrogate_event(text: str) -> _Event:
-    match = _SURROGATE.search(text)
-    assert match is not None
-    return (
-        ErrorCode.UNSUPPORTED_VALUE,
-        f"expected Unicode scalar values, found lone surrogate U+{ord(match.group()):04X}",
-    )
-
-
-def _depth_event() -> _Event:
-    return (
-        ErrorCode.UNSUPPORTED_VALUE,
-        f"expected nesting at most {MAX_DEPTH} deep, found deeper nesting",
-    )
 
 
 class _Recorder:
@@ -191,31 +125,6 @@ def _class3(value: Any, text: str) -> _Event | None:
     return None
 
 
-def _raise(what: str, event: _Event) -> None:
-    raise EcpaError(event[0], f"{what}: {event[1]}")
-
-
-def _require_object(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise EcpaError(
-            ErrorCode.MALFORMED_JSON,
-            f"{what}: expected a JSON object at the top level, found {_kind(value)}",
-        )
-    return value
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "a number"
-
-
 def parse_object(data: bytes, *, what: str) -> dict[str, Any]:
     """Parse ``data`` strictly (PROFILE §4) and return its top-level object.
 
@@ -243,11 +152,3 @@ def parse_object(data: bytes, *, what: str) -> dict[str, Any]:
     if event is not None:
         _raise(what, event)
     return obj
-
-
-def parse_reference(data: bytes, *, what: str) -> dict[str, Any]:
-    """The reference implementation of :func:`parse_object`: same result, same codes
-    (:mod:`ecpa._json_ref`, an iterative parser: any nesting depth is safe)."""
-    from ecpa._json_ref import parse_reference as reference  # it imports this module
-
-    return reference(data, what=what)

@@ -1,6 +1,6 @@
 """The reference strict JSON parser: iterative, so any nesting depth is safe (PROFILE §4).
 
-:func:`ecpa._json.parse_object` falls back to it when the C scanner runs out of recursion
+:func:`ecpa.profile._json.parse_object` falls back to it when the C scanner runs out of recursion
 depth, and the tests use it as an independent oracle: same result, same codes.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ecpa._json import (
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile._json_events import (
     _SURROGATE,
     MAX_DEPTH,
     _constant_event,
@@ -23,7 +24,6 @@ from ecpa._json import (
     _require_object,
     _surrogate_event,
 )
-from ecpa.errors import EcpaError, ErrorCode
 
 __all__ = ["parse_reference"]
 

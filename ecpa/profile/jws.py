@@ -11,11 +11,11 @@ import base64
 from functools import lru_cache
 from typing import Any
 
-from ecpa._b64 import b64u_decode, b64u_encode
-from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jcs import canonicalize, matches_canonical
-from ecpa.statement import PROFILE_ID
+from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile._json import parse_object
+from ecpa.profile.jcs import canonicalize, matches_canonical
+from ecpa.profile.statement import PROFILE_ID
 
 __all__ = [
     "ALG",

@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from ecpa import _ed25519
-from ecpa._b64 import b64u_decode, b64u_encode
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile import _ed25519
+from ecpa.profile._b64 import b64u_decode, b64u_encode
 
 __all__ = ["SigningKey", "VerifyKey"]
 

@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ecpa import jws
-from ecpa._b64 import b64u_encode
-from ecpa._json import MAX_DEPTH, parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jcs import canonicalize, canonicalize_subset
-from ecpa.keys import SigningKey
-from ecpa.statement import Statement, check_statement
+from ecpa.profile import jws
+from ecpa.profile._b64 import b64u_encode
+from ecpa.profile._json import MAX_DEPTH, parse_object
+from ecpa.profile.jcs import canonicalize, canonicalize_subset
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.statement import Statement, check_statement
 
 __all__ = ["Signed", "sign"]
 

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-from ecpa._json import MAX_SAFE_INTEGER
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile._json import MAX_SAFE_INTEGER
 
 __all__ = [
     "PROFILE_ID",

@@ -16,10 +16,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from ecpa._files import read_bounded
-from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.keys import VerifyKey
-from ecpa.statement import NonEmptyStr, SafeInt, describe_one_error, describe_validation
+from ecpa.profile._json import parse_object
+from ecpa.profile.keys import VerifyKey
+from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_one_error, describe_validation
 
 __all__ = [
     "TRUST_STORE_SCHEMA",

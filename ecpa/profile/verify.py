@@ -7,13 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ecpa import jws
-from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jcs import matches_canonical
-from ecpa.replay import ReplayFence
-from ecpa.statement import NonEmptyStr, SafeInt, Statement, check_statement
-from ecpa.trust import TrustedKey, TrustStore
+from ecpa.profile import jws
+from ecpa.profile._json import parse_object
+from ecpa.profile.fence import ReplayFence
+from ecpa.profile.jcs import matches_canonical
+from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, check_statement
+from ecpa.profile.trust import TrustedKey, TrustStore
 
 __all__ = ["Binding", "Policy", "Verified", "verify"]
 

@@ -21,16 +21,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.evidence import LogLine, evidence_digest, read_log
-from ecpa.jcs import canonicalize
-from ecpa.launch import ExpectedLaunch, launch_ended, launch_from_file
-from ecpa.process import Liveness, ProcessIdentity, check_alive
-from ecpa.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence, replayed
-from ecpa.statement import NonEmptyStr, SafeInt, Statement, describe_validation
-from ecpa.trust import TrustStore
-from ecpa.verify import DEFAULT_POLICY, Policy, verify
+from ecpa.profile._json import parse_object
+from ecpa.profile.jcs import canonicalize
+from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, describe_validation
+from ecpa.profile.trust import TrustStore
+from ecpa.profile.verify import DEFAULT_POLICY, Policy, verify
+from ecpa.runtime.evidence import LogLine, evidence_digest, read_log
+from ecpa.runtime.launch import ExpectedLaunch, launch_ended, launch_from_file
+from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive
+from ecpa.runtime.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence, replayed
 
 __all__ = [
     "COUNTERS_SCHEMA",

@@ -20,13 +20,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ecpa._b64 import b64u_decode, b64u_encode
-from ecpa._json import parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
-from ecpa.replay import ReplayFence
-from ecpa.trust import TrustStore
-from ecpa.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify
+from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile._json import parse_object
+from ecpa.profile.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
+from ecpa.profile.trust import TrustStore
+from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify
+from ecpa.runtime.replay import ReplayFence
 
 __all__ = [
     "RECORD_SCHEMA",

@@ -23,10 +23,10 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ecpa._files import read_bounded
-from ecpa._json import MAX_SAFE_INTEGER, parse_object
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.jcs import canonicalize
-from ecpa.statement import NonEmptyStr, SafeInt, Sha256Digest, describe_validation
+from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
+from ecpa.profile.jcs import canonicalize
+from ecpa.profile.statement import NonEmptyStr, SafeInt, Sha256Digest, describe_validation
 
 __all__ = [
     "EXIT_SCHEMA",

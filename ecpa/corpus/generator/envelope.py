@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ecpa._b64 import b64u_encode
-from ecpa._corpus_ext_kit import (
+from ecpa.corpus.generator.kit import (
     BASE,
     DELETE,
     MAX_SAFE,
@@ -28,7 +27,8 @@ from ecpa._corpus_ext_kit import (
     with_trailing_bit,
 )
 from ecpa.errors import ErrorCode as E
-from ecpa.jcs import canonicalize
+from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.jcs import canonicalize
 
 __all__ = ["envelope_cases"]
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ecpa._corpus_ext_envelope import envelope_cases
-from ecpa._corpus_ext_kit import KEYS, XCase, build
-from ecpa._corpus_ext_late import late_cases
-from ecpa._corpus_ext_payload import payload_cases
-from ecpa._corpus_trust import trust_store_cases
-from ecpa._corpus_upstream import TRUSTED, VECTORS_SCHEMA, _trust_entry
+from ecpa.corpus.generator.envelope import envelope_cases
+from ecpa.corpus.generator.kit import KEYS, XCase, build
+from ecpa.corpus.generator.late import late_cases
+from ecpa.corpus.generator.payload import payload_cases
+from ecpa.corpus.generator.trust_cases import trust_store_cases
+from ecpa.corpus.generator.upstream import TRUSTED, VECTORS_SCHEMA, _trust_entry
 
 __all__ = ["extended_cases", "extended_document", "trust_store_cases"]
 

@@ -15,9 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ecpa import jws
-from ecpa._b64 import b64u_decode, b64u_encode
-from ecpa._corpus_upstream import (
+from ecpa.corpus.generator.upstream import (
     BASE,
     DELETE,
     ISSUER,
@@ -29,9 +27,11 @@ from ecpa._corpus_upstream import (
     _trust_entry,
 )
 from ecpa.errors import ErrorCode as E
-from ecpa.jcs import canonicalize
-from ecpa.keys import SigningKey
-from ecpa.trust import TRUST_STORE_SCHEMA
+from ecpa.profile import jws
+from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile.jcs import canonicalize
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.trust import TRUST_STORE_SCHEMA
 
 __all__ = [
     "BASE",

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ecpa import jws
-from ecpa._corpus_ext_kit import (
+from ecpa.corpus.generator.kit import (
     ISSUER,
     KEYS,
     MAX_SAFE,
@@ -28,7 +27,8 @@ from ecpa._corpus_ext_kit import (
     with_trailing_bit,
 )
 from ecpa.errors import ErrorCode as E
-from ecpa.jcs import canonicalize
+from ecpa.profile import jws
+from ecpa.profile.jcs import canonicalize
 
 __all__ = ["late_cases"]
 

@@ -5,7 +5,7 @@ critical claims. Each case is validly signed over the payload it sends.
 
 from __future__ import annotations
 
-from ecpa._corpus_ext_kit import (
+from ecpa.corpus.generator.kit import (
     BASE,
     DELETE,
     MAX_SAFE,
@@ -19,7 +19,7 @@ from ecpa._corpus_ext_kit import (
     store,
 )
 from ecpa.errors import ErrorCode as E
-from ecpa.jcs import canonicalize
+from ecpa.profile.jcs import canonicalize
 
 __all__ = ["payload_cases"]
 

@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ecpa import jws
-from ecpa._b64 import b64u_decode, b64u_encode
 from ecpa.errors import ErrorCode as E
-from ecpa.jcs import canonicalize
-from ecpa.keys import SigningKey
-from ecpa.statement import PROFILE_ID, STATEMENT_SCHEMA
+from ecpa.profile import jws
+from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile.jcs import canonicalize
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
 
 __all__ = ["upstream_document"]
 

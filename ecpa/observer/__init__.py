@@ -1,0 +1,28 @@
+"""The in-process observer (RUNTIME.md "Observer", "Hot-path budget"): counters on the
+scheduler's thread (:class:`Observer`, :func:`process_observer`), the record builder
+(:mod:`~ecpa.observer._record`) and the sink that appends off the hot path
+(:mod:`~ecpa.observer._sink`).
+
+May import: :mod:`ecpa.profile`, :mod:`ecpa.runtime`, :mod:`ecpa.errors`; never launcher,
+corpus or cli.
+"""
+
+from ecpa.observer._observer import (
+    ABSTENTION,
+    DEFAULT_EMIT_INTERVAL_S,
+    EMIT_INTERVAL_ENV,
+    FAILURE,
+    SELECTION,
+    Observer,
+    process_observer,
+)
+
+__all__ = [
+    "ABSTENTION",
+    "DEFAULT_EMIT_INTERVAL_S",
+    "EMIT_INTERVAL_ENV",
+    "FAILURE",
+    "SELECTION",
+    "Observer",
+    "process_observer",
+]

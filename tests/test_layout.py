@@ -1,0 +1,256 @@
+"""The layout by concern (STYLE.md "Layout"): rooms import one way, no import circles, the
+plugin never imports its simulator, modules stay small, and the public API did not move."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+import ecpa
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("ecpa", "dla_plugin")
+
+# The order of the rooms: a module may import its own room and rooms before it, never after.
+# ``ecpa.errors`` and ``ecpa._files`` sit at the top and are open to every room.
+RANK = {
+    "ecpa.errors": 0,
+    "ecpa._files": 0,
+    "ecpa.profile": 1,
+    "ecpa.runtime": 2,
+    "ecpa.observer": 3,
+    "ecpa.launcher": 3,
+    "ecpa.corpus": 4,
+    "ecpa._schemas": 5,
+    "ecpa.cli": 6,
+    "ecpa.__main__": 7,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def all_modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+MODULES = all_modules()
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """Every project module ``name`` imports, at module level or inside a function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # ``from ecpa.profile import jws`` imports the submodule ecpa.profile.jws; a name
+            # that is no submodule is taken from the package (or module) ``base`` itself.
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                targets.add(sub if sub in MODULES else base)
+    return {t for t in targets if t in MODULES and t != name}
+
+
+GRAPH = {name: imports_of(name, path) for name, path in MODULES.items()}
+
+
+def room(name: str) -> str | None:
+    for prefix in sorted(RANK, key=len, reverse=True):
+        if name == prefix or name.startswith(prefix + "."):
+            return prefix
+    return None
+
+
+def test_the_graph_was_read() -> None:
+    # Guards the test itself: a broken scanner would find no edges and pass everything.
+    assert "ecpa.profile.verify" in GRAPH
+    assert "ecpa.profile.jws" in GRAPH["ecpa.profile.verify"]
+    assert "ecpa.runtime.replay" in GRAPH["ecpa.runtime.derive"]
+    assert len(MODULES) > 60
+
+
+def test_no_import_circles() -> None:
+    # Tarjan's strongly connected components over project modules (lazy imports included).
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for succ in GRAPH[node]:
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(GRAPH):
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
+def test_rooms_import_one_way() -> None:
+    wrong = []
+    for name, targets in GRAPH.items():
+        mine = room(name)
+        if mine is None or name == "ecpa":  # the facade re-exports from every room
+            continue
+        for target in targets:
+            theirs = room(target)
+            if target == "ecpa":  # the public facade: for the command line only
+                if RANK[mine] < RANK["ecpa.cli"]:
+                    wrong.append(f"{name} -> ecpa (the facade)")
+            elif theirs is None:
+                wrong.append(f"{name} -> {target} (outside the rooms)")
+            elif RANK[theirs] > RANK[mine]:
+                wrong.append(f"{name} -> {target}")
+    assert wrong == []
+
+
+def test_plugin_modules_never_import_the_simulator_or_ecpa() -> None:
+    plugin = [n for n in GRAPH if n.startswith("dla_plugin") and not n.startswith("dla_plugin.sim")]
+    assert "dla_plugin.selector" in plugin
+    wrong = {
+        f"{n} -> {t}"
+        for n in plugin
+        if n != "dla_plugin.drive"  # the documented command's thin shim over the driver
+        for t in GRAPH[n]
+        if t.startswith(("dla_plugin.sim", "ecpa"))
+        # the selector's lazy lookup of the process observer, on its first call (DLA.md)
+        and not (n == "dla_plugin.selector" and t in ("ecpa", "ecpa.observer"))
+    }
+    assert wrong == set()
+
+
+def test_profile_core_imports_nothing_from_other_rooms() -> None:
+    profile = [n for n in GRAPH if n.startswith("ecpa.profile")]
+    assert len(profile) >= 12
+    outside = {
+        f"{n} -> {t}"
+        for n in profile
+        for t in GRAPH[n]
+        if not (t.startswith("ecpa.profile") or t in ("ecpa.errors", "ecpa._files"))
+    }
+    assert outside == set()
+
+
+def test_profile_core_loads_alone() -> None:
+    # The same, as Python sees it: importing every profile module loads no other room.
+    code = (
+        "import importlib, json, pkgutil, sys\n"
+        "import ecpa.profile\n"
+        "for m in pkgutil.iter_modules(ecpa.profile.__path__):\n"
+        "    importlib.import_module('ecpa.profile.' + m.name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    loaded = json.loads(out.stdout)
+    assert "ecpa.profile.verify" in loaded
+    others = [
+        m
+        for m in loaded
+        if m.startswith(
+            ("ecpa.runtime", "ecpa.observer", "ecpa.launcher", "ecpa.corpus", "ecpa.cli")
+        )
+    ]
+    # ``import ecpa.profile`` runs ``ecpa/__init__`` first, which is the public facade and
+    # re-exports the replay fences of the runtime room: only those may appear.
+    assert set(others) <= {"ecpa.runtime", "ecpa.runtime.replay"}
+
+
+def test_importing_the_plugin_imports_no_simulator() -> None:
+    code = (
+        "import json, sys\n"
+        "import dla_plugin, dla_plugin.selector, dla_plugin.admission, dla_plugin.legacy\n"
+        "import dla_plugin.contract, dla_plugin.host, dla_plugin.manifests\n"
+        "from importlib.metadata import entry_points\n"
+        "ep = entry_points(group='vllm.victim_selector')['dla'].load()\n"
+        "ep()\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    loaded = json.loads(out.stdout)
+    assert "dla_plugin.selector" in loaded
+    assert [m for m in loaded if m.startswith("dla_plugin.sim") or m == "dla_plugin.drive"] == []
+    assert [m for m in loaded if m == "ecpa" or m.startswith("ecpa.")] == []
+
+
+@pytest.mark.parametrize("name", sorted(ecpa.__all__))
+def test_public_api_still_importable_from_ecpa(name: str) -> None:
+    assert getattr(ecpa, name) is not None
+
+
+def test_entry_points_resolve() -> None:
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "ecpa"]
+    assert callable(script.load())
+    selector = entry_points(group="vllm.victim_selector")["dla"].load()
+    assert selector.__name__ == "DlaVictimSelector"
+    bundle = entry_points(group="vllm_hust.extension_bundles")["org.vllm-hust.dla"].load()
+    assert bundle.__name__ == "dla_plugin.manifests"
+
+
+@pytest.mark.parametrize("module", ["dla_plugin.sim", "dla_plugin.drive", "ecpa"])
+def test_documented_module_commands_still_run(module: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    assert "usage" in out.stdout.lower()
+
+
+def test_modules_stay_small() -> None:
+    # STYLE rule 10: about 400 lines at most.
+    lines = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
+    assert {name: n for name, n in lines.items() if n > 410} == {}
+
+
+def test_every_room_says_what_it_may_import() -> None:
+    for package in ("profile", "runtime", "observer", "launcher", "corpus", "corpus/generator"):
+        doc = ast.get_docstring(ast.parse((ROOT / "ecpa" / package / "__init__.py").read_text()))
+        assert doc is not None, package
+        assert "May import" in doc, package
+    doc = ast.get_docstring(ast.parse((ROOT / "dla_plugin/sim/__init__.py").read_text()))
+    assert doc is not None
+    assert "May import" in doc
