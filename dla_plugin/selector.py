@@ -180,6 +180,7 @@ class DlaVictimSelector:
         "_bound",
         "_disabled",
         "_failure",
+        "_guarded",
         "_observer",
         "_selection",
         "failures",
@@ -203,6 +204,7 @@ class DlaVictimSelector:
         """
         self._disabled = _bypass_requested(config)
         self._observer: Any = observer
+        self._guarded = True
         self._bound = False
         # Outcome codes, read from ecpa.observer on the first call (unused without observer).
         self._selection = self._abstention = self._failure = -1
@@ -237,14 +239,17 @@ class DlaVictimSelector:
             return
         try:
             from ecpa import observer as observer_module  # lazy: ecpa costs ~0.2 s to import
-
-            self._selection = observer_module.SELECTION
-            self._abstention = observer_module.ABSTENTION
-            self._failure = observer_module.FAILURE
-            if self._observer is _Default.RESOLVE:
-                self._observer = observer_module.process_observer()
-        except Exception:
+        except ImportError:  # ecpa not installed: nothing to count into
             self._observer = None
+            return
+        self._selection = observer_module.SELECTION
+        self._abstention = observer_module.ABSTENTION
+        self._failure = observer_module.FAILURE
+        if self._observer is _Default.RESOLVE:
+            # process_observer() raises nothing of its own: whatever comes out of it is the
+            # host's (a signal handler's stop, say) and must reach the host.
+            self._observer = observer_module.process_observer()
+            self._guarded = False
 
     def select_victim(self, context: object) -> str | None:
         """The request id to preempt, or ``None`` to let the engine's builtin victim stand.
@@ -277,8 +282,11 @@ class DlaVictimSelector:
                 outcome = self._abstention if victim is None else self._selection
         observer = self._observer
         if observer is not None:
-            try:
+            if self._guarded:  # an observer the caller gave: its failures are counted
+                try:
+                    observer.count(outcome)
+                except Exception:
+                    self.observer_errors += 1
+            else:  # ecpa's process observer never raises: nothing of the host is caught
                 observer.count(outcome)
-            except Exception:
-                self.observer_errors += 1
         return victim

@@ -1,22 +1,115 @@
-"""Small file helpers shared by the library and the command line."""
+"""Small file helpers shared by the library and the command line.
+
+Every file the tools read as evidence, trust, launch or key goes through :func:`open_regular`:
+opened without following a symlink (``O_NOFOLLOW``), without blocking (``O_NONBLOCK``: a FIFO
+with no writer would block ``open`` forever), checked to be a regular file (a FIFO, a device
+such as ``/dev/zero``, a socket or a directory is refused), and read with a bound.
+"""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from ecpa.errors import EcpaError, ErrorCode
 
+__all__ = [
+    "check_private_dir",
+    "describe_mode",
+    "open_regular",
+    "read_bounded",
+    "write_generated",
+]
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def describe_mode(mode: int) -> str:
+    """What kind of file ``st_mode`` names, in words ("a FIFO", "a directory", ...)."""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symlink"),
+    ):
+        if test(mode):
+            return name
+    return f"a file of mode {stat.filemode(mode)}"
+
+
+def open_regular(path: str | os.PathLike[str], code: ErrorCode) -> BinaryIO:
+    """``path`` opened for reading, if it is a regular file and not a symlink.
+
+    Raises:
+        EcpaError: ``code``, naming the path and what was found (missing, a symlink, a FIFO,
+            a device, a directory, unreadable, a name with a NUL byte).
+    """
+    name = os.fspath(path)
+    if "\0" in str(name):
+        raise EcpaError(code, f"expected a file name without NUL bytes, found {name!r}")
+    try:
+        fd = os.open(name, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            found = "a symlink (not followed)"
+        elif exc.errno == errno.ENXIO:  # a FIFO or socket nobody serves
+            found = "a FIFO or socket"
+        else:
+            found = exc.strerror or str(exc)
+        raise EcpaError(
+            code, f"expected a readable regular file at {name}, found: {found}"
+        ) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise EcpaError(code, f"expected a regular file at {name}, found {describe_mode(mode)}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_private_dir(path: str | os.PathLike[str], code: ErrorCode, *, what: str) -> None:
+    """Refuse ``path`` unless it is a directory (not a symlink) owned by this user that
+    neither group nor others may write (RUNTIME.md "Process keys"; like ssh's StrictModes):
+    whoever may write there may replace what is read from it.
+
+    Raises:
+        EcpaError: ``code`` naming the path, its owner and its mode.
+    """
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise EcpaError(code, f"expected the {what} {path}, found: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        found = describe_mode(st.st_mode)
+        raise EcpaError(code, f"expected the {what} {path} to be a directory, found {found}")
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid() or mode & 0o022:
+        raise EcpaError(
+            code,
+            f"expected the {what} {path} owned by uid {os.geteuid()} and not writable by "
+            f"group or others, found uid {st.st_uid} and mode {mode:04o}",
+        )
+
 
 def read_bounded(path: Path, limit: int, code: ErrorCode) -> bytes:
-    """The whole file at ``path`` if it holds at most ``limit`` bytes; else ``EcpaError(code)``
-    naming what was expected and found. Never reads more than ``limit + 1`` bytes."""
-    try:
-        with path.open("rb") as fh:
+    """The whole regular file at ``path`` (see :func:`open_regular`) if it holds at most
+    ``limit`` bytes; else ``EcpaError(code)`` naming what was expected and found. Never reads
+    more than ``limit + 1`` bytes."""
+    with open_regular(path, code) as fh:
+        try:
             data = fh.read(limit + 1)
-    except OSError as exc:
-        raise EcpaError(
-            code, f"expected a readable file at {path}, found: {exc.strerror}"
-        ) from None
+        except OSError as exc:
+            raise EcpaError(
+                code, f"expected a readable file at {path}, found: {exc.strerror}"
+            ) from None
     if len(data) > limit:
         raise EcpaError(code, f"expected at most {limit} bytes in {path}, found more")
     return data

@@ -41,6 +41,9 @@ class ErrorCode(str, Enum):
     INVALID_KEY = "ECPA_INVALID_KEY"
     INVALID_RECORD = "ECPA_INVALID_RECORD"
     INVALID_INPUT = "ECPA_INVALID_INPUT"
+    #: The replay fence's store cannot be used (unreachable, locked, unwritable, a table
+    #: that cannot enforce uniqueness): the command stops (exit 2); no item is judged by it.
+    REPLAY_STORE = "ECPA_REPLAY_STORE"
 
     def __str__(self) -> str:
         return self.value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from types import SimpleNamespace
@@ -423,15 +424,41 @@ def test_process_observer_is_looked_up_once_on_first_call(monkeypatch: pytest.Mo
     assert fake.outcomes == [SEL, SEL, SEL]
 
 
-def test_a_failing_observer_lookup_counts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    def lookup() -> None:
-        raise RuntimeError("no binding")
-
-    monkeypatch.setattr(ecpa.observer, "process_observer", lookup)
+def test_without_ecpa_installed_nothing_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ecpa.observer", None)  # import ecpa.observer: ImportError
     selector = DlaVictimSelector()
     assert selector.select_victim(ctx(_valid())) == "a"
     assert selector.select_victim(None) is None
     assert selector.failures == 1
+
+
+class HostStop(Exception):
+    """What a host's signal handler raises to stop (the driver's _Stop is one)."""
+
+
+def test_the_hosts_exception_during_the_observer_lookup_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 13 fact 9: a broad ``except`` around the lookup swallowed the driver's stop."""
+
+    def lookup() -> None:
+        raise HostStop("SIGTERM")
+
+    monkeypatch.setattr(ecpa.observer, "process_observer", lookup)
+    with pytest.raises(HostStop):
+        DlaVictimSelector().select_victim(ctx(_valid()))
+
+
+def test_the_hosts_exception_during_the_process_observers_count_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Interrupted:
+        def count(self, outcome: int) -> None:
+            raise HostStop("SIGTERM")  # as if the handler ran during count()
+
+    monkeypatch.setattr(ecpa.observer, "process_observer", Interrupted)
+    with pytest.raises(HostStop):
+        DlaVictimSelector().select_victim(ctx(_valid()))
 
 
 def test_observer_none_never_looks_up(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,14 +16,18 @@ import pytest
 
 import ecpa
 from ecpa.launcher.run import BUNDLE_GROUP, BUNDLE_NAME, DEFAULT_PLUGIN_ID, default_plan, load_plan
-from ecpa.runtime.launch import (
+from ecpa.runtime.launch import DEFAULT_SLOTS, Slot, launch_from_file
+from ecpa.runtime.plan import (
     PLAN_SCHEMA,
+    PLAN_SCHEMA_01,
     Plan,
     launch_document,
-    launch_from_file,
     plan_from_bytes,
     plan_from_dict,
 )
+from ecpa.runtime.process import ProcessIdentity
+
+SUPERVISOR = ProcessIdentity("host-a", 4242, 1000, "boot-1")
 
 INVALID = ecpa.ErrorCode.INVALID_INPUT
 DIGEST = "sha256:" + "ab" * 32
@@ -64,7 +68,7 @@ def test_defaults() -> None:
     assert parse(plan.to_dict()) == plan  # to_dict reads back as the same plan
 
 
-@pytest.mark.parametrize(("interval", "window"), [(1, 3), (2, 6), (10, 30), (86400, 259200)])
+@pytest.mark.parametrize(("interval", "window"), [(1, 3), (2, 6), (10, 30), (100, 300)])
 def test_heartbeat_default_is_three_intervals(interval: int, window: int) -> None:
     plan = parse(plan_doc(emit_interval_s=interval))
     assert plan.heartbeat_window_s == window
@@ -104,7 +108,7 @@ def test_plan_id_derived_from_the_resolved_plan() -> None:
     ("changes", "member"),
     [
         ({"extra": 1}, "extra"),
-        ({"schema": "ecpa-plan/0.2"}, "schema"),
+        ({"schema": "ecpa-plan/0.3"}, "schema"),
         ({"schema": None}, "schema"),
         ({"plugin_id": None}, "plugin_id"),
         ({"plugin_id": ""}, "plugin_id"),
@@ -123,6 +127,15 @@ def test_plan_id_derived_from_the_resolved_plan() -> None:
         ({"emit_interval_s": "1"}, "emit_interval_s"),
         ({"emit_interval_s": True}, "emit_interval_s"),
         ({"emit_interval_s": 86401}, "emit_interval_s"),
+        # Issue 13 fact 8: no statement lives longer than 300 s, so an interval over a
+        # third of that would let status flip between records; it is refused.
+        ({"emit_interval_s": 101}, "emit_interval_s"),
+        ({"emit_interval_s": 301}, "emit_interval_s"),
+        ({"slots": []}, "slots"),
+        ({"slots": [{"role": "scheduler", "ordinal": 0}] * 2}, "slots"),
+        ({"slots": [{"role": "Sched", "ordinal": 0}]}, "slot role"),
+        ({"slots": [{"role": "scheduler", "ordinal": -1}]}, "slot ordinal"),
+        ({"slots": [{"role": "scheduler"}]}, "slot"),
         (
             {"emit_interval_s": 0.5},
             "emit_interval_s",
@@ -164,7 +177,7 @@ def test_plan_file(tmp_path: Path) -> None:
 def test_launch_json_reads_back(tmp_path: Path) -> None:
     plan = parse(plan_doc(emit_interval_s=2))
     doc = launch_document(
-        plan, launch_id="launch-1", challenge="c" * 43, kid="launch-key-1", started_at=1800000000
+        plan, launch_id="launch-1", challenge="c" * 43, started_at=1800000000, supervisor=SUPERVISOR
     )
     path = tmp_path / "launch.json"
     path.write_text(json.dumps(doc))
@@ -175,6 +188,11 @@ def test_launch_json_reads_back(tmp_path: Path) -> None:
         "c" * 43,
     )
     assert expected.heartbeat_window_s == 6  # 3 intervals of 2 s
+    assert (expected.version, expected.supervisor, expected.slots) == (
+        "0.2",
+        SUPERVISOR,
+        DEFAULT_SLOTS,
+    )
     # A fraction is refused (strict JSON), here in a member launch_from_file checks.
     path.write_text(json.dumps({**doc, "process_epoch": 1.5}))
     with pytest.raises(ecpa.EcpaError) as exc_info:
@@ -272,3 +290,59 @@ def test_default_plan_from_the_installed_bundle() -> None:
     assert plan.plugin_id == DEFAULT_PLUGIN_ID
     assert plan.artifact_digest == "sha256:" + hashlib.sha256(manifest.read_bytes()).hexdigest()
     assert plan.plan_id.startswith("plan:sha256:")
+
+
+def test_slots_in_a_plan_and_its_launch(tmp_path: Path) -> None:
+    slots = [{"role": "scheduler", "ordinal": 0}, {"role": "scheduler", "ordinal": 1}]
+    plan = parse(plan_doc(slots=slots))
+    assert plan.slots == (Slot("scheduler", 0), Slot("scheduler", 1))
+    assert parse(plan.to_dict()) == plan
+    doc = launch_document(
+        plan, launch_id="l-1", challenge="c" * 43, started_at=1, supervisor=SUPERVISOR
+    )
+    path = tmp_path / "launch.json"
+    path.write_text(json.dumps(doc))
+    assert launch_from_file(path).slots == plan.slots
+
+
+def test_a_01_plan_is_one_slot_and_keeps_its_plan_id() -> None:
+    old = parse(plan_doc(schema=PLAN_SCHEMA_01, plan_id=None))
+    assert old.slots == DEFAULT_SLOTS
+    # the plan_id a 0.1 plan always had: the digest of its 0.1 form
+    assert (
+        old.plan_id
+        == "plan:sha256:"
+        + __import__("hashlib")
+        .sha256(
+            ecpa.canonicalize(
+                {
+                    "schema": PLAN_SCHEMA_01,
+                    "plugin_id": "plugin:dla",
+                    "artifact_digest": DIGEST,
+                    "issuer": ISSUER,
+                    "process_epoch": 1,
+                    "emit_interval_s": 1,
+                    "heartbeat_window_s": 3,
+                    "max_duration_s": 86400,
+                }
+            )
+        )
+        .hexdigest()
+    )
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        parse(plan_doc(schema=PLAN_SCHEMA_01, slots=[{"role": "scheduler", "ordinal": 0}]))
+    assert exc_info.value.code is INVALID
+
+
+@pytest.mark.parametrize("launch_id", ["a/b", "..", "x\x00y", "tab\there", "\u202eevil"])
+def test_a_launch_id_that_cannot_name_a_file_is_refused(tmp_path: Path, launch_id: str) -> None:
+    """Issue 13 fact 10: a NUL in launch.json's launch_id was a ValueError (exit 3)."""
+    plan = parse(plan_doc())
+    doc = launch_document(
+        plan, launch_id=launch_id, challenge="c" * 43, started_at=1, supervisor=SUPERVISOR
+    )
+    path = tmp_path / "launch.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        launch_from_file(path)
+    assert exc_info.value.code is INVALID

@@ -86,7 +86,7 @@ def test_the_graph_was_read() -> None:
     # Guards the test itself: a broken scanner would find no edges and pass everything.
     assert "ecpa.profile.verify" in GRAPH
     assert "ecpa.profile.jws" in GRAPH["ecpa.profile.verify"]
-    assert "ecpa.runtime.replay" in GRAPH["ecpa.runtime.derive"]
+    assert "ecpa.runtime.records" in GRAPH["ecpa.runtime.derive"]
     assert len(MODULES) > 60
 
 

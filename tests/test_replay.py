@@ -173,14 +173,14 @@ def test_two_fences_on_one_file_share_their_nonces(tmp_path: Path) -> None:
 def test_sqlite_fence_in_a_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(EcpaError) as info:
         SqliteReplayFence(tmp_path / "no-such-dir" / "fence.db")
-    assert info.value.code == ErrorCode.INVALID_INPUT
+    assert info.value.code == ErrorCode.REPLAY_STORE
     assert not (tmp_path / "no-such-dir").exists()
 
 
 def test_sqlite_fence_on_a_directory(tmp_path: Path) -> None:
     with pytest.raises(EcpaError) as info:
         SqliteReplayFence(tmp_path)
-    assert info.value.code == ErrorCode.INVALID_INPUT
+    assert info.value.code == ErrorCode.REPLAY_STORE
 
 
 def open_and_record(path: Path) -> None:
@@ -201,17 +201,17 @@ def test_sqlite_fence_on_a_file_that_is_not_a_database(tmp_path: Path, content: 
     path = tmp_path / "fence.db"
     path.write_bytes(content)
     # SQLite may notice the file is foreign only when it first reads it: when opening or at
-    # the first check; either way the code is ECPA_INVALID_INPUT and nothing is accepted.
+    # the first check; either way the code is ECPA_REPLAY_STORE and nothing is accepted.
     with pytest.raises(EcpaError) as info:
         open_and_record(path)
-    assert info.value.code == ErrorCode.INVALID_INPUT
+    assert info.value.code == ErrorCode.REPLAY_STORE
     assert path.read_bytes() == content
 
 
 def test_sqlite_fence_closed_refuses_with_invalid_input(tmp_path: Path) -> None:
     fence = SqliteReplayFence(tmp_path / "fence.db")
     fence.close()
-    assert code_of(fence, "n-1") == ErrorCode.INVALID_INPUT
+    assert code_of(fence, "n-1") == ErrorCode.REPLAY_STORE
 
 
 def test_sqlite_fence_waits_for_a_brief_lock_when_opening(tmp_path: Path) -> None:
@@ -242,7 +242,7 @@ def test_sqlite_fence_gives_up_after_its_timeout(tmp_path: Path) -> None:
         started = time.monotonic()
         with pytest.raises(EcpaError) as info:
             SqliteReplayFence(path, timeout=0.3)
-        assert info.value.code == ErrorCode.INVALID_INPUT
+        assert info.value.code == ErrorCode.REPLAY_STORE
         assert time.monotonic() - started < 5
     finally:
         other.close()

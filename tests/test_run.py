@@ -25,6 +25,7 @@ import pytest
 import ecpa
 from ecpa.launcher.run import (
     BINDING_NAMES,
+    Launch,
     LaunchExit,
     finish_launch,
     prepare_launch,
@@ -33,8 +34,10 @@ from ecpa.launcher.run import (
 from ecpa.profile._b64 import b64u_decode
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.launch import launch_from_file, plan_from_dict
-from ecpa.runtime.process import launch_from_env
+from ecpa.runtime.launch import Slot, launch_from_file
+from ecpa.runtime.plan import plan_from_dict
+from ecpa.runtime.process import ENV_NAMES_02, launch_from_env, read_identity
+from ecpa.runtime.status import status_from_launch_dir
 from tests._cli_helpers import Run, ecpa_main
 from tests.support import ROOT
 
@@ -107,26 +110,25 @@ def test_launch_directory_env_and_files(tmp_path: Path) -> None:
         f"ecpa run: launch {launch_id} in {directory}",
         f"ecpa run: {sys.executable} exited with status 0; ecpa status --launch {directory}",
     ]
-    # Layout and modes (RUNTIME.md "Launch directory").
+    # Layout and modes (RUNTIME.md "Launch directory", "Process keys": no key on disk).
     assert sorted(p.name for p in directory.iterdir()) == [
         "evidence",
         "exit.json",
         "launch.json",
-        "signing-key.pem",
         "trust.json",
     ]
     assert mode(tmp_path / "runs") == 0o700
     assert mode(directory) == 0o700
     assert mode(directory / "evidence") == 0o700
-    assert mode(directory / "signing-key.pem") == 0o600
-    log = directory / "evidence" / f"{launch_id}.jsonl"
-    assert log.read_bytes() == b""
-    assert mode(log) == 0o600
-    # The child's environment is the binding, which launch.json and the trust store match.
+    assert mode(directory / "evidence" / launch_id) == 0o700  # one log per process, later
+    assert list((directory / "evidence" / launch_id).iterdir()) == []
+    assert not list(directory.rglob("*.pem"))
+    # The child's environment is the 0.2 binding, which launch.json matches.
     env = read_json(dump)
-    assert sorted(env) == sorted(BINDING_NAMES)
+    assert sorted(env) == sorted([*ENV_NAMES_02, "ECPA_EMIT_INTERVAL_S"])
     binding = launch_from_env(env)
     assert binding is not None
+    assert binding.version == "0.2"
     expected = launch_from_file(directory / "launch.json")
     assert (expected.plan_id, expected.launch_id, expected.challenge) == (
         binding.plan_id,
@@ -144,28 +146,21 @@ def test_launch_directory_env_and_files(tmp_path: Path) -> None:
         DIGEST,
     )
     assert binding.launch_id == launch_id
-    assert binding.signing_key_file == (directory / "signing-key.pem").absolute()
+    assert binding.enroll_socket == (directory / "enroll.sock").absolute()
     assert binding.evidence_dir == (directory / "evidence").absolute()
     assert env["ECPA_EMIT_INTERVAL_S"] == "2"
-    assert env["ECPA_KID"] == f"launch-key-{launch_id.removeprefix('launch-')}"
+    # The supervisor's own identity: this process ran `ecpa run` in-process.
+    assert expected.supervisor == read_identity()
+    assert expected.slots == (Slot("scheduler", 0),)
     doc = read_json(directory / "launch.json")
     assert doc["issuer"] == env["ECPA_ISSUER"] == "urn:ecpa:issuer:test"
-    assert doc["kid"] == env["ECPA_KID"]
+    assert "kid" not in doc
     assert doc["subject"] == "host-runtime"
     assert doc["emit_interval_s"] == 2
     assert doc["heartbeat_window_s"] == 6  # 3 emit intervals
     assert before <= doc["started_at"] <= after
-    # The per-launch key is the one enrolled, for host-runtime only.
-    key = SigningKey.load(binding.signing_key_file)
-    store = TrustStore.load(directory / "trust.json")
-    trusted = store.lookup(binding.issuer, binding.kid)
-    assert trusted is not None
-    assert len(store) == 1
-    assert trusted.key == key.public_key
-    assert trusted.entry.subjects == ["host-runtime"]
-    assert trusted.entry.enabled
-    # The window opened just before the start and closed at the exit.
-    assert trusted.entry.not_before == doc["started_at"] - 5
+    # Nothing enrolled (the command made no observer): an empty trust store.
+    assert len(TrustStore.load(directory / "trust.json")) == 0
     exit_doc = read_json(directory / "exit.json")
     assert exit_doc == {
         "schema": "ecpa-launch-exit/0.1",
@@ -175,7 +170,6 @@ def test_launch_directory_env_and_files(tmp_path: Path) -> None:
         "error": None,
     }
     assert doc["started_at"] <= exit_doc["ended_at"] <= after
-    assert trusted.entry.not_after == exit_doc["ended_at"]
 
 
 def test_challenge_and_launch_are_fresh_each_run(tmp_path: Path) -> None:
@@ -187,11 +181,9 @@ def test_challenge_and_launch_are_fresh_each_run(tmp_path: Path) -> None:
     for env in envs:
         assert len(env["ECPA_CHALLENGE"]) >= 22  # 128 bits as base64url
         assert len(b64u_decode(env["ECPA_CHALLENGE"], what="challenge")) >= 16
-    for name in ("ECPA_CHALLENGE", "ECPA_LAUNCH_ID", "ECPA_KID", "ECPA_SIGNING_KEY_FILE"):
+    for name in ("ECPA_CHALLENGE", "ECPA_LAUNCH_ID", "ECPA_ENROLL_SOCKET"):
         assert envs[0][name] != envs[1][name]
     assert envs[0]["ECPA_PLAN_ID"] == envs[1]["ECPA_PLAN_ID"]
-    keys = [SigningKey.load(env["ECPA_SIGNING_KEY_FILE"]).public_key for env in envs]
-    assert keys[0] != keys[1]
     assert len(launch_dirs(tmp_path)) == 2
 
 
@@ -301,8 +293,7 @@ def test_command_not_found_is_127_and_recorded(tmp_path: Path) -> None:
     exit_doc = read_json(directory / "exit.json")
     assert exit_doc["exit_status"] == 127
     assert "command not found" in exit_doc["error"]
-    entry = read_json(directory / "trust.json")["keys"][0]
-    assert entry["not_after"] == exit_doc["ended_at"]
+    assert read_json(directory / "trust.json")["keys"] == []
 
 
 def test_command_not_executable_is_126(tmp_path: Path) -> None:
@@ -359,16 +350,35 @@ def test_default_plan_from_a_monkeypatched_bundle(
 # --- the library ---------------------------------------------------------------------------
 
 
+def _enrolled_entry(launch: Launch, kid: str = "scheduler.0-4242-1000") -> dict[str, Any]:
+    """An entry as enrollment adds it, written into the launch's trust store."""
+    entry = {
+        "issuer": launch.plan.issuer,
+        "kid": kid,
+        "public_key_b64": SigningKey.from_seed(b"k" * 32).public_key.to_b64(),
+        "subjects": ["host-runtime"],
+        "enabled": True,
+        "not_before": launch.started_at - 5,
+        "not_after": launch.ends_at,
+    }
+    doc = read_json(launch.trust_file)
+    doc["keys"].append(entry)
+    launch.trust_file.write_text(json.dumps(doc))
+    return entry
+
+
 def test_library_prepare_run_finish(tmp_path: Path) -> None:
     plan = plan_from_dict(PLAN, "plan", default_issuer="unused")
     launch = prepare_launch(plan, tmp_path / "a" / "b", now=1_800_000_000, environ={"X": "1"})
     assert launch.directory.parent == tmp_path / "a" / "b"
     assert dict(launch.env) == {"X": "1", **launch.binding}
     assert launch_from_file(launch.launch_file).launch_id == launch.launch_id
-    entry = read_json(launch.trust_file)["keys"][0]
-    assert (entry["not_before"], entry["not_after"]) == (1_800_000_000 - 5, 1_800_086_400)
+    assert read_json(launch.trust_file)["keys"] == []
     result = run_launch(launch, ["sh", "-c", 'test "$X" = 1 && exit 5'], grace=0)
     assert result == LaunchExit(5)
+    assert not launch.enroll_socket.exists()  # closed with the launch
+    entry = _enrolled_entry(launch)
+    assert (entry["not_before"], entry["not_after"]) == (1_800_000_000 - 5, 1_800_086_400)
     finish_launch(launch, ended_at=1_800_000_100, result=result)
     entry = read_json(launch.trust_file)["keys"][0]
     assert entry["not_after"] == 1_800_000_100
@@ -382,16 +392,39 @@ def test_library_prepare_run_finish(tmp_path: Path) -> None:
 def test_library_finish_keeps_a_disabled_key_disabled(tmp_path: Path) -> None:
     plan = plan_from_dict(PLAN, "plan", default_issuer="unused")
     launch = prepare_launch(plan, tmp_path, now=1_800_000_000, environ={})
+    _enrolled_entry(launch)
     doc = read_json(launch.trust_file)
     doc["keys"][0]["enabled"] = False
     launch.trust_file.write_text(json.dumps(doc))
     finish_launch(launch, ended_at=1_800_000_010, result=LaunchExit(0))
     entry = read_json(launch.trust_file)["keys"][0]
     assert (entry["enabled"], entry["not_after"]) == (False, 1_800_000_010)
-    launch.trust_file.write_text("{broken")  # a store that no longer loads: fail closed
-    finish_launch(launch, ended_at=1_800_000_020, result=LaunchExit(0))
-    entry = read_json(launch.trust_file)["keys"][0]
-    assert (entry["enabled"], entry["not_after"]) == (False, 1_800_000_020)
+
+
+def test_finish_writes_exit_json_even_when_the_trust_store_fails(tmp_path: Path) -> None:
+    """Issue 13 fact 3: a failure closing the window (trust.json) skipped exit.json."""
+    plan = plan_from_dict(PLAN, "plan", default_issuer="unused")
+    launch = prepare_launch(plan, tmp_path, now=1_800_000_000, environ={})
+    launch.trust_file.write_text("{broken")  # cannot be read, so cannot be closed
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        finish_launch(launch, ended_at=1_800_000_020, result=LaunchExit(0))
+    assert "trust.json" in exc_info.value.detail
+    assert read_json(launch.exit_file)["ended_at"] == 1_800_000_020
+    # and status says the launch ended, not an error about the store
+    status = status_from_launch_dir(launch.directory, now=1_800_000_030)
+    assert not status.effective
+    assert status.reasons[0].startswith("launch ended at 1800000020")
+
+
+def test_finish_closes_the_window_even_when_exit_json_fails(tmp_path: Path) -> None:
+    plan = plan_from_dict(PLAN, "plan", default_issuer="unused")
+    launch = prepare_launch(plan, tmp_path, now=1_800_000_000, environ={})
+    _enrolled_entry(launch)
+    launch.exit_file.mkdir()  # exit.json cannot be replaced by a file
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        finish_launch(launch, ended_at=1_800_000_020, result=LaunchExit(0))
+    assert "exit.json" in exc_info.value.detail
+    assert read_json(launch.trust_file)["keys"][0]["not_after"] == 1_800_000_020
 
 
 def test_library_refuses_bad_inputs(tmp_path: Path) -> None:
@@ -514,42 +547,18 @@ def test_sigint_and_sighup_are_forwarded(
     assert proc.wait(timeout=15) == 128 + signum  # the child died of it: forwarded
 
 
-#: Signs one record of this launch as the observer would, then asks `ecpa status` about
-#: the running launch and exits with its status (0 when runtime_effective is true).
+#: The observer a scheduler process makes (its own key, enrolled through ecpa run's socket),
+#: one selection, one record written; then `ecpa status` about the running launch, whose
+#: exit status this exits with (0 when runtime_effective is true).
 SIGNER = """
-import os, subprocess, sys, time
-import ecpa
-from ecpa.profile._b64 import b64u_encode
-from ecpa.runtime.evidence import EvidenceLog, evidence_digest, parse_record
-from ecpa.runtime.process import launch_from_env, read_identity
-
-b = launch_from_env(os.environ)
-me = read_identity()
-now = int(time.time())
-counters = ecpa.canonicalize({
-    "schema": "ecpa-dispatch-counters/0.1", "plugin_id": b.plugin_id, "seq": 1,
-    "process": {"host": me.host, "pid": me.pid, "start_ticks": me.start_ticks,
-                "boot_id": me.boot_id},
-    "calls": 4, "selections": 3, "abstentions": 1, "failures": 0, "dropped": 0,
-    "window_start": now - 1, "window_end": now})
-statement = {
-    "schema": "ecpa-attestation-statement/0.1", "profile": "ecpa-jcs-jws-eddsa/0.1",
-    "issuer": b.issuer, "kid": b.kid, "subject": "host-runtime", "plan_id": b.plan_id,
-    "launch_id": b.launch_id, "plugin_id": b.plugin_id,
-    "obligation": "victim-selector-dispatch", "event": "invoked",
-    "challenge_nonce": b.challenge + ":1", "artifact_digest": b.artifact_digest,
-    "evidence_digest": evidence_digest(counters),
-    "process": {"host": me.host, "role": "scheduler", "start_identity": me.start_identity,
-                "ordinal": 0, "epoch": b.process_epoch},
-    "observed_at": now, "issued_at": now, "expires_at": now + 60, "critical_claims": []}
-signed = ecpa.sign(statement, ecpa.SigningKey.load(b.signing_key_file))
-line = ('{"schema":"ecpa-evidence-record/0.1","host_evidence_b64":"%s","payload_b64":"%s",'
-        '"detached_jws":"%s"}' % (b64u_encode(counters), b64u_encode(signed.payload),
-                                  signed.detached_jws))
-with EvidenceLog(b.evidence_dir / (b.launch_id + ".jsonl")) as log:
-    log.append(parse_record(line.encode()))
-    log.flush()
-status = subprocess.run([sys.argv[1], "status", "--launch", str(b.evidence_dir.parent)])
+import os, subprocess, sys
+from ecpa.observer import SELECTION, process_observer
+obs = process_observer()
+assert obs is not None, "no observer"
+obs.count(SELECTION)
+assert obs.flush(timeout=10), "not written"
+launch_dir = os.path.dirname(os.environ["ECPA_EVIDENCE_DIR"])
+status = subprocess.run([sys.argv[1], "status", "--launch", launch_dir])
 sys.exit(status.returncode)
 """
 
@@ -558,8 +567,8 @@ def test_status_true_during_the_launch_and_false_after(
     tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
 ) -> None:
     """The launch directory `ecpa run` writes is what `ecpa status` reads: evidence signed
-    with the launch's key, bound to its binding, by its live child is effective; once the
-    child exits, the key's window is closed and the process gone."""
+    by its live child with the key it enrolled is effective; once the child exits, the
+    key's window is closed and the process gone."""
     proc = start_ecpa(tmp_path, spawned, sys.executable, "-c", SIGNER, str(ECPA))
     assert proc.wait(timeout=30) == 0  # `ecpa status` inside the launch said true
     after = subprocess.run(

@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 
 import ecpa
 from ecpa.profile._b64 import b64u_encode
-from ecpa.runtime.derive import RuntimeStatus, derive, status_from_files, status_from_launch_dir
+from ecpa.runtime.derive import RuntimeStatus, derive
 from ecpa.runtime.evidence import LogLine, evidence_digest, read_log
 from ecpa.runtime.launch import ExpectedLaunch, expected_from_dict, launch_from_file
 from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, read_identity
+from ecpa.runtime.status import status_from_files, status_from_launch_dir
 from tests._cli_helpers import ecpa_main
 from tests.support import KEY_1, NOW, ROOT, statement, store, trust_doc
 
@@ -61,6 +62,12 @@ def counters(seq: int, ident: ProcessIdentity = IDENT, **changes: Any) -> bytes:
     }
     doc.update(changes)
     return ecpa.canonicalize(doc)
+
+
+def binding_doc() -> dict[str, Any]:
+    """The 0.1 binding members of EXPECTED (what a binding file or 0.1 launch.json holds)."""
+    skip = ("slots", "version", "supervisor")
+    return {k: v for k, v in dataclasses.asdict(EXPECTED).items() if k not in skip}
 
 
 def record(
@@ -189,10 +196,23 @@ def test_replayed_record_is_refused() -> None:
     assert status.refused == {"REPLAYED_NONCE": 1}
 
 
-def test_replay_across_derivations_with_one_fence() -> None:
+def test_rereading_the_same_records_with_one_fence_is_not_a_replay() -> None:
+    """Issue 13 fact 11: a second status within one emit interval said false for a healthy
+    launch with a durable fence; the very same record (same nonce, same bytes) read again
+    is not a replay."""
+    fence = ecpa.MemoryReplayFence()
+    first = record(1)
+    assert run(first, replay=fence).effective
+    again = run(first, replay=fence)
+    assert again.effective, again.reasons
+    assert again.refused == {}
+
+
+def test_another_record_with_an_accepted_nonce_is_a_replay_across_derivations() -> None:
     fence = ecpa.MemoryReplayFence()
     assert run(record(1), replay=fence).effective
-    status = run(record(1), replay=fence)
+    other = record(1, counter_changes={"selections": 4})  # same nonce, other bytes
+    status = run(other, replay=fence)
     assert not status.effective
     assert status.refused == {"REPLAYED_NONCE": 1}
 
@@ -327,7 +347,7 @@ def test_liveness_from_fake_proc(
 def write_launch(tmp: Path, *records: bytes) -> Path:
     launch = tmp / "launch"
     (launch / "evidence").mkdir(parents=True)
-    doc = {"schema": "ecpa-launch/0.1", **dataclasses.asdict(EXPECTED)}
+    doc = {"schema": "ecpa-launch/0.1", **binding_doc()}
     doc.update(issuer="i", kid="test-key-1", subject="host-runtime", started_at=NOW - 5)
     doc.update(emit_interval_s=1)
     (launch / "launch.json").write_text(json.dumps(doc))
@@ -391,6 +411,10 @@ def test_status_from_files_with_replay_db(tmp_path: Path) -> None:
     db = tmp_path / "fence.db"
     kw: dict[str, Any] = {"now": NOW, "proc_root": proc, "host": "host-a", "replay_db": db}
     assert status_from_files(log, trust, EXPECTED, **kw).effective
+    again = status_from_files(log, trust, EXPECTED, **kw)  # fact 11: re-reading is no replay
+    assert again.effective, again.reasons
+    assert again.refused == {}
+    log.write_bytes(record(1, counter_changes={"selections": 4}))  # same nonce, other bytes
     assert status_from_files(log, trust, EXPECTED, **kw).refused == {"REPLAYED_NONCE": 1}
 
 
@@ -404,7 +428,9 @@ def test_cli_launch_dir(tmp_path: Path) -> None:
         result = ecpa_main("status", "--launch", launch, "--now", NOW)
         assert result.status == 0, result.out + result.err
         assert result.lines[0] == "runtime_effective: true"
-        assert all(line.startswith("reason: ") for line in result.lines[1:])
+        assert result.lines[1] == f"now: {NOW}  coverage: 1/1 slots"  # the derivation time
+        assert all(line.startswith("reason: ") for line in result.lines[2:])
+        assert any("0.1 launch" in line for line in result.lines)  # what it could not check
         result = ecpa_main("status", "--launch", launch, "--now", NOW + 100, "--json")
         assert result.status == 1
         doc = json.loads(result.out)
@@ -419,7 +445,7 @@ def test_cli_launch_dir(tmp_path: Path) -> None:
 def test_cli_evidence_and_binding(tmp_path: Path) -> None:
     launch = write_launch(tmp_path, record(1), record(3))
     binding = tmp_path / "binding.json"
-    binding.write_text(json.dumps(dataclasses.asdict(EXPECTED)))
+    binding.write_text(json.dumps(binding_doc()))
     args: list[str | Path | int] = ["status", "--evidence", launch / "evidence" / "launch-1.jsonl"]
     args += ["--trust", launch / "trust.json", "--binding", binding, "--now", NOW, "--json"]
     result = ecpa_main(*args)
@@ -520,7 +546,7 @@ def test_any_launch_file_bytes_give_a_launch_or_invalid_input(
     ],
 )
 def test_binding_values_out_of_range_are_invalid_input(changes: dict[str, Any], found: str) -> None:
-    doc = {**dataclasses.asdict(EXPECTED), **changes}
+    doc = {**binding_doc(), **changes}
     with pytest.raises(ecpa.EcpaError) as exc_info:
         expected_from_dict(doc, "binding")
     assert exc_info.value.code is ecpa.ErrorCode.INVALID_INPUT

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import typer
 
-from ecpa._files import read_bounded
+from ecpa._files import open_regular, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import parse_object
 from ecpa.runtime.evidence import Evidence, parse_record, read_log
@@ -23,7 +23,12 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 #: Codes that mean "the input is not usable", not "the evidence is invalid": exit 2.
 USAGE_CODES = frozenset(
-    {ErrorCode.TRUST_STORE_CONFIG, ErrorCode.INVALID_INPUT, ErrorCode.INVALID_KEY}
+    {
+        ErrorCode.TRUST_STORE_CONFIG,
+        ErrorCode.INVALID_INPUT,
+        ErrorCode.INVALID_KEY,
+        ErrorCode.REPLAY_STORE,
+    }
 )
 MAX_INPUT_BYTES = 64 * 1024 * 1024  # a bundle, statement, .jws or corpus file
 
@@ -133,10 +138,7 @@ def open_log(spec: str) -> BinaryIO:
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` when it cannot be opened (exit 2).
     """
-    try:
-        return Path(spec).open("rb")
-    except OSError as exc:
-        raise fail_usage(f"expected a readable log at {spec}, found: {exc.strerror}") from None
+    return open_regular(spec, ErrorCode.INVALID_INPUT)
 
 
 def _log_items(name: str, stream: BinaryIO) -> Iterator[Item]:

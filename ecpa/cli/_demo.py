@@ -25,10 +25,11 @@ from ecpa.cli._common import (
 )
 from ecpa.cli._demo_launch import launch_loop
 from ecpa.corpus.runner import CORPUS_FILES, run_any, write
-from ecpa.observer._record import Window, build_evidence
+from ecpa.observer._record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
 from ecpa.runtime.evidence import EvidenceLog
+from ecpa.runtime.launch import Slot
 from ecpa.runtime.process import LaunchEnvironment, read_identity
 
 corpus_app = typer.Typer(
@@ -165,10 +166,11 @@ def _emit_own_evidence(d: Path, now: int, key: SigningKey) -> None:
         process_epoch=1,
     )
     me = read_identity()
+    signer = Signer(key, "demo-key", Slot("scheduler", 0), process_keys=False)
     with EvidenceLog(d / "launch-demo.jsonl") as log:
         for seq in (1, 2):
-            window = Window(seq, 10 * seq, 4 * seq, 6 * seq, 0, 0, now - 1, now)
-            log.append(build_evidence(launch, me, key, window, issued_at=now))
+            window = Window(seq, 10 * seq, 4 * seq, 6 * seq, 0, 0, now - 1, now, now)
+            log.append(build_evidence(launch, me, signer, window, issued_at=now))
     binding = {
         "plan_id": launch.plan_id,
         "launch_id": launch.launch_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.keys import SigningKey, VerifyKey
 from ecpa.profile.sign import sign
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore, document_problems, read_document
+from ecpa.runtime.trust_file import update_trust_file
 
 YEAR = 365 * 24 * 3600
 MAX_TIME = 2**53 - 1
@@ -77,31 +79,27 @@ def _entry(
     }
 
 
-def _save_store(path: Path, doc: dict[str, Any]) -> None:
-    TrustStore.from_dict(doc)  # every rule of PROFILE §5 before anything is written
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    write_new(path, text.encode("utf-8"), force=path.exists())
-
-
 def _store_doc(path: Path, *, create: bool) -> dict[str, Any]:
     if not path.exists() and create:
         return {"schema": TRUST_STORE_SCHEMA, "keys": []}
     return read_document(path)
 
 
-def _with_entry(path: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    """The store at ``path`` (a new one if missing) with ``entry`` added, checked whole."""
-    doc = _store_doc(path, create=True)
-    keys = doc.get("keys")
-    if not isinstance(keys, list):
-        raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, f"{path}: expected 'keys' as an array")
-    keys.append(entry)
-    TrustStore.from_dict(doc)
-    return doc
+def _adding(path: Path, entry: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The change that adds ``entry`` to the store at ``path``."""
+
+    def change(doc: dict[str, Any]) -> dict[str, Any]:
+        keys = doc.get("keys")
+        if not isinstance(keys, list):
+            raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, f"{path}: expected 'keys' as an array")
+        keys.append(entry)
+        return doc
+
+    return change
 
 
 def _add_entry(path: Path, entry: dict[str, Any]) -> None:
-    _save_store(path, _with_entry(path, entry))
+    update_trust_file(path, _adding(path, entry), create=True)
 
 
 Subjects = Annotated[
@@ -146,7 +144,7 @@ def keygen_command(
     key = SigningKey.generate()
     entry = _entry(issuer, kid, key.public_key, subject or ["host-runtime"], start, end)
     # Every check before anything is written: the entry, and the store it will join.
-    doc = _with_entry(trust, entry) if trust is not None else None
+    doc = _adding(trust, entry)(_store_doc(trust, create=True)) if trust is not None else None
     TrustStore.from_dict(doc or {"schema": TRUST_STORE_SCHEMA, "keys": [entry]})
     stem = _SAFE_NAME.sub("_", kid) or "key"
     private_path, public_path = out_dir / f"{stem}.pem", out_dir / f"{stem}.pub.pem"
@@ -155,8 +153,8 @@ def keygen_command(
             raise fail_usage(f"expected {path} not to exist (keys are never overwritten), found it")
     write_new(private_path, key.to_pem(), mode=0o600)
     write_new(public_path, key.public_key.to_pem())
-    if trust is not None and doc is not None:
-        _save_store(trust, doc)
+    if trust is not None:  # checked above; added under the store's lock, as it is now
+        _add_entry(trust, entry)
         typer.echo(f"added {show(kid)} to {show(trust)}", err=True)
     typer.echo(f"wrote {show(private_path)} (mode 0600) and {show(public_path)}", err=True)
     typer.echo(json.dumps(entry, indent=2, ensure_ascii=False))
@@ -250,19 +248,22 @@ def trust_disable(
     Example:
       ecpa trust disable trust.json --issuer urn:ecpa:issuer:host-a --kid key-1
     """
-    doc = _store_doc(store, create=False)
-    keys = doc.get("keys")
-    entries: list[Any] = keys if isinstance(keys, list) else []
-    found = [
-        e
-        for e in entries
-        if isinstance(e, dict) and (e.get("issuer"), e.get("kid")) == (issuer, kid)
-    ]
-    if not found:
-        raise fail_usage(f"expected an entry ({issuer!r}, {kid!r}) in {store}, found none")
-    for entry in found:
-        entry["enabled"] = False
-    _save_store(store, doc)
+
+    def disable(doc: dict[str, Any]) -> dict[str, Any]:
+        keys = doc.get("keys")
+        entries: list[Any] = keys if isinstance(keys, list) else []
+        found = [
+            e
+            for e in entries
+            if isinstance(e, dict) and (e.get("issuer"), e.get("kid")) == (issuer, kid)
+        ]
+        if not found:
+            raise fail_usage(f"expected an entry ({issuer!r}, {kid!r}) in {store}, found none")
+        for entry in found:
+            entry["enabled"] = False
+        return doc
+
+    update_trust_file(store, disable)
     typer.echo(f"disabled issuer={show(issuer)} kid={show(kid)} in {show(store)}")
 
 

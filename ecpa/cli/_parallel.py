@@ -47,7 +47,7 @@ from ecpa.cli._units import (
     slots,
     stopped,
 )
-from ecpa.errors import EcpaError
+from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore, TrustStoreDocument
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime.evidence import parse_record, read_log, verify_evidence
@@ -203,6 +203,8 @@ class _Printer:
             try:  # PROFILE §3 step 25, last, in input order
                 self.fence.check_and_record(item.nonce, expires_at=item.expires_at)
             except EcpaError as exc:
+                if exc.code is ErrorCode.REPLAY_STORE:
+                    raise  # the fence itself failed: the command stops, exit 2
                 self.invalid = True
                 text = render_result(item.source, item.line, exc, None, self.as_json)
                 texts[item.position] = text if text is not None else texts[item.position]

@@ -13,14 +13,9 @@ from typing import Annotated, Any
 import typer
 
 from ecpa.cli._common import fail_usage, safe
-from ecpa.errors import EcpaError
-from ecpa.launcher.run import (
-    default_plan,
-    finish_launch,
-    load_plan,
-    prepare_launch,
-    run_launch,
-)
+from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
+from ecpa.runtime.launch import Slot
+from ecpa.runtime.plan import plan_from_dict
 
 __all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "run_command"]
 
@@ -35,10 +30,19 @@ Examples:
   ecpa status --launch runs/launch-0123456789abcdef
 
 \b
-plan.json: {"schema": "ecpa-plan/0.1", "plan_id", "plugin_id", "artifact_digest",
-"issuer", "process_epoch", "emit_interval_s", "heartbeat_window_s", "max_duration_s"}
-(plugin_id and artifact_digest required). Without --plan: the installed
-org.vllm-hust.dla bundle.
+plan.json: {"schema": "ecpa-plan/0.2", "plan_id", "plugin_id", "artifact_digest",
+"issuer", "process_epoch", "emit_interval_s" (1..100), "heartbeat_window_s",
+"max_duration_s", "slots": [{"role": "scheduler", "ordinal": 0}, ...]}
+(plugin_id and artifact_digest required; ecpa-plan/0.1 files still read).
+Without --plan: the installed org.vllm-hust.dla bundle.
+
+\b
+Supervision: ecpa run is a child subreaper; the command runs in its own
+session with SIGTERM as its parent-death signal. When the command exits, or
+on SIGINT/SIGTERM/SIGHUP/SIGQUIT, the whole tree gets the signal (SIGTERM
+after an exit), SIGKILL --grace seconds later; a second signal: SIGKILL now.
+Each scheduler process enrolls its own key through enroll.sock; no private
+key is written to disk.
 
 \b
 Exit status: the command's (128 + N when signal N killed it, 127 not found,
@@ -67,25 +71,41 @@ def run_command(
     ] = Path("ecpa-runs"),
     grace: Annotated[
         float,
-        typer.Option(min=0.0, help="Seconds between forwarding SIGINT/SIGTERM/SIGHUP and SIGKILL."),
+        typer.Option(
+            min=0.0,
+            help="Seconds between the tree's first signal (or the command's exit) and SIGKILL.",
+        ),
     ] = 10.0,
+    slots: Annotated[
+        str | None,
+        typer.Option(
+            help="Obligated slots, comma-separated (scheduler.0,scheduler.1); "
+            "overrides the plan's.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Run COMMAND under a fresh launch: a random launch id and challenge, a per-launch
-    signing key enrolled in the launch's own trust store, and the ECPA_* binding in the
-    command's environment. Exits with the command's status.
+    """Run COMMAND under a fresh launch: a random launch id and challenge, the ECPA_*
+    binding in the command's environment, an enrollment socket through which each scheduler
+    process of the launch enrolls its own key, and the whole process tree supervised.
+    Exits with the command's status.
     """
     if not command:
         raise fail_usage("expected a COMMAND to run (ecpa run [OPTIONS] -- COMMAND...), found none")
     if not math.isfinite(grace):
         raise fail_usage(f"expected --grace as a finite number of seconds, found {grace}")
     chosen = load_plan(plan) if plan is not None else default_plan()
+    if slots is not None:
+        parsed = [Slot.parse(s.strip()) for s in slots.split(",")]
+        doc = {**chosen.to_dict(), "slots": [s.to_dict() for s in parsed]}
+        chosen = plan_from_dict(doc, "--slots", default_issuer=chosen.issuer)
     launch = prepare_launch(chosen, evidence_dir, now=int(time.time()), environ=os.environ)
     typer.echo(f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True)
-    result = run_launch(launch, command, grace=grace)
-    try:
-        finish_launch(launch, ended_at=int(time.time()), result=result)
-    except EcpaError as exc:  # said loudly, but the command's status still passes through
-        typer.echo(f"ecpa: {exc.code.value}: {safe(exc.detail)}", err=True)
+
+    def say(line: str) -> None:  # said loudly; the command's status still passes through
+        typer.echo(f"ecpa run: {safe(line)}", err=True)
+
+    result, _problems = supervise_launch(launch, command, grace=grace, say=say)
     name = safe(shlex.quote(command[0]))
     if result.error is not None:
         typer.echo(f"ecpa run: {safe(result.error)}", err=True)

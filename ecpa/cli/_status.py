@@ -10,14 +10,16 @@ import typer
 
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, json_line, read_json_object, safe
 from ecpa.profile._json import MAX_SAFE_INTEGER
-from ecpa.runtime.derive import RuntimeStatus, status_from_files, status_from_launch_dir
 from ecpa.runtime.launch import expected_from_dict
+from ecpa.runtime.status import status_from_files, status_from_launch_dir
+from ecpa.runtime.verdict import RuntimeStatus, SlotStatus
 
 __all__ = ["STATUS_EXAMPLES", "status_command"]
 
 STATUS_EXAMPLES = """\b
 Examples:
   ecpa status --launch runs/launch-1
+  ecpa status --launch runs/launch-1 --max-idle 30 --json
   ecpa status --evidence ev/launch-1.jsonl --trust trust.json --binding binding.json --json
 
 \b
@@ -30,11 +32,38 @@ Exit status: 0 runtime_effective true, 1 false, 2 usage error or unreadable inpu
 """
 
 
+def _slot_json(slot: SlotStatus) -> dict[str, Any]:
+    proc = slot.process
+    return {
+        "slot": slot.slot,
+        "covered": slot.covered,
+        "process": None
+        if proc is None
+        else {
+            "host": proc.host,
+            "pid": proc.pid,
+            "start_ticks": proc.start_ticks,
+            "boot_id": proc.boot_id,
+        },
+        "kid": slot.kid,
+        "newest_seq": slot.newest_seq,
+        "age_s": slot.age_s,
+        "last_dispatch_at": slot.last_dispatch_at,
+        "counters": slot.counters,
+        "reasons": list(slot.reasons),
+    }
+
+
 def _to_json(status: RuntimeStatus) -> dict[str, Any]:
+    covered = sum(s.covered for s in status.slots)
     return {
         "runtime_effective": status.effective,
         "effective": status.effective,
+        "now": status.now,
+        "version": status.version,
+        "coverage": {"covered": covered, "slots": len(status.slots)},
         "reasons": list(status.reasons),
+        "slots": [_slot_json(slot) for slot in status.slots],
         "accepted": status.accepted,
         "refused": status.refused,
         "torn": status.torn,
@@ -59,6 +88,19 @@ def status_command(
     now: Annotated[
         int | None, typer.Option(help="Derivation time, Unix seconds (default: the clock).")
     ] = None,
+    max_idle: Annotated[
+        int | None,
+        typer.Option(
+            help="Also false when a slot's newest dispatch is older than this many seconds "
+            "(off by default: evidence says the plugin works, not that it is busy now)."
+        ),
+    ] = None,
+    replay_db: Annotated[
+        Path | None,
+        typer.Option(
+            help="SQLite replay fence shared across runs (a fence that cannot be used: exit 2)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
     """Derive runtime_effective: signed, fresh, bound evidence from a live process.
@@ -68,6 +110,8 @@ def status_command(
     when = int(time.time()) if now is None else now
     if not 0 <= when <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
+    if max_idle is not None and not 0 <= max_idle <= MAX_SAFE_INTEGER:
+        raise fail_usage(f"expected --max-idle within [0, 2**53-1] seconds, found {max_idle}")
     if (launch is None) == (evidence is None):
         raise fail_usage("expected exactly one of --launch DIR and --evidence LOG")
     if launch is not None:
@@ -75,17 +119,21 @@ def status_command(
             raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
         if not launch.is_dir():
             raise fail_usage(f"expected a launch directory at {launch}, found none")
-        status = status_from_launch_dir(launch, now=when)
+        status = status_from_launch_dir(launch, now=when, replay_db=replay_db, max_idle=max_idle)
     else:
         assert evidence is not None
         if trust is None or binding is None:
             raise fail_usage("expected --trust FILE and --binding FILE with --evidence")
         expected = expected_from_dict(read_json_object(binding, "binding"), f"binding {binding}")
-        status = status_from_files(evidence, trust, expected, now=when)
+        status = status_from_files(
+            evidence, trust, expected, now=when, replay_db=replay_db, max_idle=max_idle
+        )
     if as_json:
         typer.echo(json_line(_to_json(status)))
     else:
         typer.echo(f"runtime_effective: {'true' if status.effective else 'false'}")
+        covered = sum(s.covered for s in status.slots)
+        typer.echo(f"now: {status.now}  coverage: {covered}/{len(status.slots)} slots")
         for reason in status.reasons:
             typer.echo(f"reason: {safe(reason)}")
     raise typer.Exit(EXIT_OK if status.effective else EXIT_INVALID)

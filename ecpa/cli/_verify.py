@@ -25,7 +25,7 @@ from ecpa.cli._common import (
 )
 from ecpa.cli._parallel import VerifyConfig, verify_with_jobs
 from ecpa.cli._results import render_result
-from ecpa.errors import EcpaError
+from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._b64 import b64u_decode
 from ecpa.profile._json import MAX_SAFE_INTEGER
 from ecpa.profile.statement import describe_validation
@@ -115,7 +115,11 @@ def verify_command(
         Path | None, typer.Option(help="JSON file with the six expected binding values.")
     ] = None,
     replay_db: Annotated[
-        Path | None, typer.Option(help="SQLite replay fence: each nonce is accepted once.")
+        Path | None,
+        typer.Option(
+            help="SQLite replay fence: each nonce is accepted once (a fence that cannot be "
+            "used stops the command, exit 2)."
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per item (JSON Lines).")
@@ -169,6 +173,8 @@ def verify_command(
                             )
                             statement = verified.statement.to_dict()
                         except EcpaError as exc:
+                            if exc.code is ErrorCode.REPLAY_STORE:
+                                raise  # the fence itself failed: the command stops, exit 2
                             item = Item(item.input, item.line, item.evidence, exc)
                     invalid |= item.error is not None
                     _report(item, as_json, statement)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.launch import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
+from ecpa.runtime.plan import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
 
 BUNDLE_GROUP = "vllm_hust.extension_bundles"
 BUNDLE_NAME = "org.vllm-hust.dla"

@@ -1,38 +1,43 @@
-"""The manager's launch (RUNTIME.md "Actors", "Launch binding", "Launch directory").
+"""The manager's launch (RUNTIME.md "Actors", "Launch binding", "Launch directory", "Slots",
+"Process keys").
 
 ``ecpa run`` in three steps, each usable on its own:
 
-1. :func:`prepare_launch` makes a fresh launch of a :class:`~ecpa.runtime.launch.Plan`: a random
-   launch id and challenge, a per-launch Ed25519 key, and the launch directory
-   ``EVIDENCE_DIR/<launch_id>/`` (mode 0700) holding ``signing-key.pem`` (0600),
-   ``trust.json`` (the key, for ``host-runtime`` only, valid from shortly before the start
-   for the plan's maximum duration), ``evidence/`` (0700, with an empty log) and
-   ``launch.json``, all complete on disk before any command starts: a crash of the manager
-   loses nothing. It refuses a caller's environment that already holds a binding variable.
-2. :func:`run_launch` runs the command with the binding in its environment, in a session
-   of its own, forwarding SIGINT, SIGTERM and SIGHUP to its process group and killing the
-   group ``grace`` seconds after the first of them.
-3. :func:`finish_launch` closes the key's window at the exit time (records issued before
-   stay verifiable at a time within it; nothing signed later is accepted) and writes
-   ``exit.json``.
+1. :func:`prepare_launch` makes a fresh launch of a :class:`~ecpa.runtime.plan.Plan`: a
+   random launch id and challenge, and the launch directory ``EVIDENCE_DIR/<launch_id>/``
+   (mode 0700) holding ``trust.json`` (no key yet: each scheduler process enrolls its own),
+   ``evidence/<launch_id>/`` (0700, one log per process) and ``launch.json`` (with the
+   supervisor's own identity), all complete on disk before any command starts. No private
+   key is ever written. It refuses a caller's environment that already holds a binding
+   variable, and an ``EVIDENCE_DIR`` that another user owns or that group or others may write.
+2. :func:`run_launch` serves the enrollment socket ``enroll.sock`` and runs the command
+   under :class:`~ecpa.launcher.supervise.Supervisor`: its own session, a child subreaper,
+   the whole tree stopped when the command ends or on a signal.
+3. :func:`finish_launch` closes every enrolled key's window at the exit time (records issued
+   before stay verifiable at a time within it; nothing signed later is accepted) and writes
+   ``exit.json``; each is attempted even when the other fails.
 
-Time is a parameter: the caller reads the clock.
+:func:`supervise_launch` is steps 2 and 3 with the signal handlers kept in place until the
+last file is written. Time is a parameter, or a clock the caller passes.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ecpa._files import check_private_dir as _check_private_dir
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.launcher._write import json_bytes, private_dir, write_atomic
+from ecpa.launcher.enroll import EnrollServer
 from ecpa.launcher.plan import (
     BUNDLE_GROUP,
     BUNDLE_NAME,
@@ -41,12 +46,13 @@ from ecpa.launcher.plan import (
     default_plan,
     load_plan,
 )
-from ecpa.launcher.signals import FORWARDED, LaunchExit, run_forwarding
+from ecpa.launcher.supervise import FORWARDED, LaunchExit, Supervisor
 from ecpa.profile._json import MAX_SAFE_INTEGER
-from ecpa.profile.keys import SigningKey
-from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore, read_document
-from ecpa.runtime.launch import EXIT_SCHEMA, LAUNCH_SUBJECT, Plan, launch_document, plan_from_dict
-from ecpa.runtime.process import ENV_NAMES
+from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
+from ecpa.runtime.launch import EXIT_SCHEMA
+from ecpa.runtime.plan import Plan, launch_document, plan_from_dict
+from ecpa.runtime.process import BINDING_ENV_NAMES, ProcessIdentity, read_identity
+from ecpa.runtime.trust_file import update_trust_file
 
 __all__ = [
     "BINDING_NAMES",
@@ -59,16 +65,19 @@ __all__ = [
     "LaunchExit",
     "Plan",
     "check_environment",
+    "check_private_dir",
     "default_issuer",
     "default_plan",
     "finish_launch",
     "load_plan",
     "prepare_launch",
     "run_launch",
+    "supervise_launch",
 ]
 
-#: What the manager sets for the command: RUNTIME.md's binding and the observer's cadence.
-BINDING_NAMES = (*ENV_NAMES, "ECPA_EMIT_INTERVAL_S")
+#: What the manager sets for the command (RUNTIME.md's 0.2 binding and the observer's
+#: cadence), and every name it refuses to find already set (the 0.1 names included).
+BINDING_NAMES = (*BINDING_ENV_NAMES, "ECPA_EMIT_INTERVAL_S")
 #: The key's window opens this long before the start, for clocks a little behind.
 CLOCK_SKEW_S = 5
 _PRIVATE_DIR = 0o700
@@ -86,11 +95,10 @@ class Launch:
     plan: Plan
     launch_id: str
     challenge: str
-    kid: str
     started_at: int
     directory: Path
-    public_key_b64: str
-    #: The variables the launch adds (:data:`BINDING_NAMES`).
+    supervisor: ProcessIdentity
+    #: The variables the launch adds.
     binding: Mapping[str, str] = field(hash=False)
     #: The command's whole environment: the caller's, plus :attr:`binding`.
     env: Mapping[str, str] = field(hash=False, repr=False)
@@ -102,13 +110,13 @@ class Launch:
 
     @property
     def trust_file(self) -> Path:
-        """``trust.json``: the launch's trust store, its key alone."""
+        """``trust.json``: the launch's trust store, its enrolled process keys."""
         return self.directory / "trust.json"
 
     @property
-    def key_file(self) -> Path:
-        """``signing-key.pem``: the launch's private key (mode 0600)."""
-        return self.directory / "signing-key.pem"
+    def enroll_socket(self) -> Path:
+        """``enroll.sock``: where scheduler processes enroll their keys (mode 0600)."""
+        return self.directory / "enroll.sock"
 
     @property
     def evidence_dir(self) -> Path:
@@ -116,14 +124,19 @@ class Launch:
         return self.directory / "evidence"
 
     @property
-    def log_file(self) -> Path:
-        """``evidence/<launch_id>.jsonl``: the evidence log."""
-        return self.evidence_dir / f"{self.launch_id}.jsonl"
+    def process_logs(self) -> Path:
+        """``evidence/<launch_id>/``: one ``<kid>.jsonl`` log per process (mode 0700)."""
+        return self.evidence_dir / self.launch_id
 
     @property
     def exit_file(self) -> Path:
         """``exit.json``: how the command ended, once it has."""
         return self.directory / "exit.json"
+
+    @property
+    def ends_at(self) -> int:
+        """The end of the plan's maximum duration: no key is valid past it."""
+        return self.started_at + self.plan.max_duration_s
 
 
 def check_environment(environ: Mapping[str, str]) -> None:
@@ -145,59 +158,13 @@ def _io_error(what: str, path: Path, exc: OSError) -> EcpaError:
     return _bad(f"expected to {what} {path}, found: {exc.strerror or exc}")
 
 
-def _write_new(path: Path, data: bytes) -> None:
-    """Create ``path`` with mode 0600 from the first byte on (never over a file, never
-    through a symlink), write ``data`` whole and sync it."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, _PRIVATE_FILE)
-    try:
-        os.fchmod(fd, _PRIVATE_FILE)  # whatever the umask left
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def check_private_dir(path: Path, *, what: str = "directory") -> None:
+    """:func:`ecpa._files.check_private_dir` with ``ECPA_INVALID_INPUT``.
 
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` whole or not at all: a new file renamed into place, then the
-    directory synced, so a crash leaves the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        _write_new(tmp, data)
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise _io_error("write", path, exc) from None
-
-
-def _json_bytes(doc: dict[str, Any]) -> bytes:
-    return (json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
-
-
-def _private_dir(path: Path) -> None:
-    os.mkdir(path, _PRIVATE_DIR)  # a new directory: never one someone prepared
-    os.chmod(path, _PRIVATE_DIR)  # whatever the umask left
-
-
-def _trust_doc(launch: Launch, not_after: int, *, enabled: bool = True) -> dict[str, Any]:
-    not_before = max(0, launch.started_at - CLOCK_SKEW_S)
-    entry = {
-        "issuer": launch.plan.issuer,
-        "kid": launch.kid,
-        "public_key_b64": launch.public_key_b64,
-        "subjects": [LAUNCH_SUBJECT],
-        "enabled": enabled,
-        "not_before": not_before,
-        "not_after": max(not_before, not_after),
-    }
-    return {"schema": TRUST_STORE_SCHEMA, "keys": [entry]}
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming the path, its owner and its mode.
+    """
+    _check_private_dir(path, ErrorCode.INVALID_INPUT, what=what)
 
 
 def _time(value: int, what: str) -> int:
@@ -206,28 +173,49 @@ def _time(value: int, what: str) -> int:
     return value
 
 
+def _evidence_root(root: Path) -> None:
+    """``--evidence-dir``: made 0700 when missing, else refused unless private enough."""
+    if not os.path.lexists(root):
+        try:
+            os.makedirs(root, _PRIVATE_DIR)
+            os.chmod(root, _PRIVATE_DIR)
+        except FileExistsError:
+            pass  # made meanwhile: checked below like any existing directory
+        except OSError as exc:
+            raise _io_error("create the evidence directory", root, exc) from None
+    check_private_dir(root, what="evidence directory")
+
+
 def prepare_launch(
-    plan: Plan, evidence_dir: Path, *, now: int, environ: Mapping[str, str]
+    plan: Plan,
+    evidence_dir: Path,
+    *,
+    now: int,
+    environ: Mapping[str, str],
+    supervisor: ProcessIdentity | None = None,
 ) -> Launch:
     """Make a fresh launch of ``plan`` started at ``now``, in ``evidence_dir/<launch_id>/``
     (``evidence_dir`` is created with mode 0700 if missing), and the command's environment:
-    ``environ`` plus the binding. Nothing is written when ``environ`` is refused.
+    ``environ`` plus the binding. ``supervisor`` is the identity of the process that will
+    run and supervise the command (default: this one). Nothing is written when ``environ``
+    is refused.
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for a binding variable in ``environ``, a plan
-            that breaks a rule, a bad ``now``, or a directory that cannot be written.
+            that breaks a rule, a bad ``now``, an evidence directory of another user or
+            writable by group or others, or a directory that cannot be written.
     """
     check_environment(environ)
     plan = plan_from_dict(plan.to_dict(), "plan", default_issuer=plan.issuer)
     _time(now, "now")
-    end = _time(now + plan.max_duration_s, "the end of the launch (now + max_duration_s)")
+    _time(now + plan.max_duration_s, "the end of the launch (now + max_duration_s)")
+    boss = supervisor if supervisor is not None else read_identity()
     token = secrets.token_hex(8)
-    key = SigningKey.generate()
     root = Path(evidence_dir)
+    _evidence_root(root)
+    directory = root / f"launch-{token}"
     try:
-        os.makedirs(root, _PRIVATE_DIR, exist_ok=True)
-        directory = root / f"launch-{token}"
-        _private_dir(directory)
+        private_dir(directory)
     except OSError as exc:
         raise _io_error("create a launch directory in", root, exc) from None
     absolute = directory.absolute()  # the command may change its working directory
@@ -238,8 +226,7 @@ def prepare_launch(
         "ECPA_PLUGIN_ID": plan.plugin_id,
         "ECPA_ARTIFACT_DIGEST": plan.artifact_digest,
         "ECPA_ISSUER": plan.issuer,
-        "ECPA_KID": f"launch-key-{token}",
-        "ECPA_SIGNING_KEY_FILE": str(absolute / "signing-key.pem"),
+        "ECPA_ENROLL_SOCKET": str(absolute / "enroll.sock"),
         "ECPA_EVIDENCE_DIR": str(absolute / "evidence"),
         "ECPA_PROCESS_EPOCH": str(plan.process_epoch),
         "ECPA_EMIT_INTERVAL_S": str(plan.emit_interval_s),
@@ -248,86 +235,113 @@ def prepare_launch(
         plan=plan,
         launch_id=binding["ECPA_LAUNCH_ID"],
         challenge=binding["ECPA_CHALLENGE"],
-        kid=binding["ECPA_KID"],
         started_at=now,
         directory=directory,
-        public_key_b64=key.public_key.to_b64(),
+        supervisor=boss,
         binding=MappingProxyType(binding),
         env=MappingProxyType({**environ, **binding}),
     )
     try:
-        _write_directory(launch, key, end)
+        _write_directory(launch)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)  # ours, just made: no half launch left
         raise
     return launch
 
 
-def _write_directory(launch: Launch, key: SigningKey, end: int) -> None:
-    trust = _trust_doc(launch, end)
-    TrustStore.from_dict(trust)  # every rule of PROFILE §5 before anything is written
+def _write_directory(launch: Launch) -> None:
+    trust = {"schema": TRUST_STORE_SCHEMA, "keys": []}
+    TrustStore.from_dict(trust)
     try:
-        _write_new(launch.key_file, key.to_pem())
-        _private_dir(launch.evidence_dir)
-        _write_new(launch.log_file, b"")  # so a launch without evidence reads as "none yet"
+        private_dir(launch.evidence_dir)
+        private_dir(launch.process_logs)
     except OSError as exc:
         raise _io_error("write the launch directory", launch.directory, exc) from None
-    _write_atomic(launch.trust_file, _json_bytes(trust))
+    write_atomic(launch.trust_file, json_bytes(trust))
     doc = launch_document(
         launch.plan,
         launch_id=launch.launch_id,
         challenge=launch.challenge,
-        kid=launch.kid,
         started_at=launch.started_at,
+        supervisor=launch.supervisor,
     )
-    _write_atomic(launch.launch_file, _json_bytes(doc))  # last: a complete launch
+    write_atomic(launch.launch_file, json_bytes(doc))  # last: a complete launch
 
 
-def run_launch(launch: Launch, command: Sequence[str], *, grace: float = 10.0) -> LaunchExit:
-    """Run ``command`` (a program and its arguments, looked up on the environment's
-    ``PATH``) with the launch's environment, in a session of its own, and wait for it.
+def run_launch(
+    launch: Launch,
+    command: Sequence[str],
+    *,
+    grace: float = 10.0,
+    say: Callable[[str], None] = lambda line: None,
+    clock: Callable[[], float] = time.time,
+    supervisor: Supervisor | None = None,
+) -> LaunchExit:
+    """Serve the launch's enrollment socket and run ``command`` (a program and its
+    arguments, looked up on the environment's ``PATH``) with the launch's environment under
+    a :class:`~ecpa.launcher.supervise.Supervisor`, until its whole tree is gone.
 
-    SIGINT, SIGTERM and SIGHUP received meanwhile are forwarded to its process group, and
-    ``grace`` seconds after the first, the group gets SIGKILL. Signals are caught only when
-    called from the main thread. A command that cannot be started is not an error: its
+    Signals are recorded only while ``supervisor.handlers()`` is active (see
+    :func:`supervise_launch`). A command that cannot be started is not an error: its
     :class:`LaunchExit` has status 127 (not found) or 126 (not executable).
 
     Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for an empty command or a negative ``grace``.
+        EcpaError: ``ECPA_INVALID_INPUT`` for an empty command, a negative ``grace`` or a
+            socket that cannot be made.
     """
     if not command or not command[0]:
         raise _bad("expected a COMMAND to run, found none")
     if not (math.isfinite(grace) and grace >= 0):
         raise _bad(f"expected a grace period >= 0 seconds, found {grace}")
-    return run_forwarding(command, dict(launch.env), grace=grace)
-
-
-def _closed_trust(launch: Launch, ended_at: int) -> dict[str, Any]:
-    """The launch's trust store with its key's window ending at ``ended_at``. Other
-    changes made meanwhile (a disabled key) stay; a store that no longer loads is
-    replaced by the launch's entry, disabled (fail closed)."""
+    server = EnrollServer(
+        path=launch.enroll_socket,
+        trust_file=launch.trust_file,
+        issuer=launch.plan.issuer,
+        supervisor_pid=launch.supervisor.pid,
+        not_after=launch.ends_at,
+        clock=clock,
+        skew_s=CLOCK_SKEW_S,
+    )
+    server.listen()
+    boss = supervisor if supervisor is not None else Supervisor(grace=grace, say=say)
+    boss.enroll = server
     try:
-        doc = read_document(launch.trust_file)
-        TrustStore.from_dict(doc)
-    except EcpaError:
-        return _trust_doc(launch, ended_at, enabled=False)
-    for entry in doc["keys"]:
-        if (entry["issuer"], entry["kid"]) == (launch.plan.issuer, launch.kid):
-            entry["not_after"] = max(entry["not_before"], min(entry["not_after"], ended_at))
-    return doc
+        return boss.run(command, dict(launch.env))
+    finally:
+        server.close()
+
+
+def _closing(ended_at: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The change that ends every key's window at ``ended_at`` (each enrolled process key of
+    the launch; other changes made meanwhile, a disabled key, stay)."""
+
+    def change(doc: dict[str, Any]) -> dict[str, Any]:
+        for entry in doc.get("keys", []):
+            if isinstance(entry, dict) and type(entry.get("not_after")) is int:
+                before = entry.get("not_before")
+                floor = before if type(before) is int else 0
+                entry["not_after"] = max(floor, min(entry["not_after"], ended_at))
+        return doc
+
+    return change
 
 
 def finish_launch(launch: Launch, *, ended_at: int, result: LaunchExit) -> None:
-    """Record the end of a launch: rewrite ``trust.json`` (atomically) with the key's
-    window closed at ``ended_at``, then write ``exit.json``: ``{"schema":
-    "ecpa-launch-exit/0.1", "ended_at", "exit_status", "signal", "error"}``.
+    """Record the end of a launch: close every key's window at ``ended_at`` in
+    ``trust.json`` (under its lock, atomically), and write ``exit.json``: ``{"schema":
+    "ecpa-launch-exit/0.1", "ended_at", "exit_status", "signal", "error"}``. Each is
+    attempted even when the other fails (a full disk, say).
 
     Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for a bad ``ended_at`` or a file that cannot be
-            written.
+        EcpaError: ``ECPA_INVALID_INPUT`` for a bad ``ended_at``, or naming every file that
+            could not be written, after both were attempted.
     """
     _time(ended_at, "ended_at")
-    _write_atomic(launch.trust_file, _json_bytes(_closed_trust(launch, ended_at)))
+    problems: list[str] = []
+    try:
+        update_trust_file(launch.trust_file, _closing(ended_at))
+    except EcpaError as exc:
+        problems.append(f"closing the key windows in trust.json: {exc.detail}")
     record = {
         "schema": EXIT_SCHEMA,
         "ended_at": ended_at,
@@ -335,4 +349,38 @@ def finish_launch(launch: Launch, *, ended_at: int, result: LaunchExit) -> None:
         "signal": result.signal,
         "error": result.error,
     }
-    _write_atomic(launch.exit_file, _json_bytes(record))
+    try:
+        write_atomic(launch.exit_file, json_bytes(record))
+    except EcpaError as exc:
+        problems.append(f"writing exit.json: {exc.detail}")
+    if problems:
+        raise _bad("; ".join(problems))
+
+
+def supervise_launch(
+    launch: Launch,
+    command: Sequence[str],
+    *,
+    grace: float = 10.0,
+    say: Callable[[str], None] = lambda line: None,
+    clock: Callable[[], float] = time.time,
+) -> tuple[LaunchExit, list[str]]:
+    """:func:`run_launch` then :func:`finish_launch`, with SIGINT, SIGTERM, SIGHUP and
+    SIGQUIT handled from before the command starts until ``exit.json`` is written: a signal
+    at any moment stops the tree (a second one at once), never ``ecpa run`` itself.
+
+    Returns how the command ended and the problems met while finishing (said on ``say``).
+
+    Raises:
+        EcpaError: as :func:`run_launch`.
+    """
+    boss = Supervisor(grace=grace, say=say)
+    with boss.handlers():
+        result = run_launch(launch, command, grace=grace, say=say, clock=clock, supervisor=boss)
+        problems: list[str] = []
+        try:
+            finish_launch(launch, ended_at=int(clock()), result=result)
+        except EcpaError as exc:
+            problems.append(exc.detail)
+            say(f"{exc.code.value}: {exc.detail}")
+    return result, problems

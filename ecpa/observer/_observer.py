@@ -9,38 +9,38 @@ thread appends what is queued to the evidence log (see :mod:`ecpa.observer._sink
 queue or a failing log drops the record and counts it in ``dropped``, which later records
 report. At interpreter exit one last record carries the final counters.
 
-:func:`process_observer` is the process-wide observer, created on first use from the launch
-binding in ``os.environ``; it returns None (the plugin then costs nothing) when there is no
-binding, and None with one warning when the binding or the key is unusable.
+The process-wide observer, made from the launch binding in ``os.environ``, is
+:func:`ecpa.observer.process_observer` (:mod:`ecpa.observer._process`).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import math
 import os
-import stat
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.observer._record import Window, build_evidence, ttl_for
+from ecpa.observer._record import Signer, Window, build_evidence, ttl_for
 from ecpa.observer._sink import Sink, Waiter
 from ecpa.profile.keys import SigningKey
-from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity, launch_from_env, read_identity
+from ecpa.runtime.enroll import Request, enroll, kid_for, log_name
+from ecpa.runtime.launch import Slot, check_launch_id
+from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity, read_identity
 
 __all__ = [
     "ABSTENTION",
     "DEFAULT_EMIT_INTERVAL_S",
     "EMIT_INTERVAL_ENV",
     "FAILURE",
+    "LIVE",
+    "MAX_INTERVAL_S",
     "SELECTION",
     "Observer",
-    "process_observer",
 ]
 
 SELECTION = 0
@@ -50,12 +50,14 @@ FAILURE = 2
 DEFAULT_EMIT_INTERVAL_S = 1.0
 #: Optional: the emit interval in seconds, set by the manager (``ecpa run``).
 EMIT_INTERVAL_ENV = "ECPA_EMIT_INTERVAL_S"
-# The bound a plan accepts (ecpa.runtime.launch): positive, at most a day.
-_MAX_INTERVAL_S = 86400.0
-_EXIT_TIMEOUT_S = 2.0
+# The bound a plan accepts (ecpa.runtime.plan): positive, at most a third of the longest
+# statement lifetime (300 s), so the newest statement outlives the wait for the next.
+MAX_INTERVAL_S = 100.0
+_ENROLL_TIMEOUT_S = 2.0
+_now = time.time
 
 _LOG = logging.getLogger("ecpa.observer")
-_LIVE: weakref.WeakSet[Observer] = weakref.WeakSet()
+LIVE: weakref.WeakSet[Observer] = weakref.WeakSet()
 
 
 def _bad(detail: str) -> EcpaError:
@@ -68,57 +70,88 @@ class Observer:
     def __init__(
         self,
         launch: LaunchEnvironment,
-        key: SigningKey,
+        key: SigningKey | None = None,
         *,
         identity: ProcessIdentity | None = None,
+        role: str | None = None,
+        ordinal: int | None = None,
         emit_interval_s: float = DEFAULT_EMIT_INTERVAL_S,
         emit_every: int | None = None,
         queue_size: int = 64,
         clock: Callable[[], float] = time.time,
         log_path: Path | None = None,
         start: bool = True,
+        enroll_timeout_s: float = _ENROLL_TIMEOUT_S,
     ) -> None:
-        """Prepare the observer of ``launch``, signing with ``key``; start its threads
-        unless ``start`` is False (then :meth:`emit`, :meth:`flush` and :meth:`close` work
-        from the calling thread).
+        """Prepare the observer of ``launch``; start its threads unless ``start`` is False
+        (then :meth:`emit`, :meth:`flush` and :meth:`close` work from the calling thread).
 
-        ``identity`` defaults to this process's (``/proc/self``); ``log_path`` to
-        ``<evidence_dir>/<launch_id>.jsonl``, opened by the writer thread on first use.
-        Statements live 60 s, or twice the interval when longer (at most 300 s).
-        One statement is built and signed, not written, to check that the binding and the
-        key give records a verifier accepts.
+        The slot is ``role``/``ordinal`` (the host knows its rank), else the launch's
+        ``ECPA_PROCESS_ROLE``/``ECPA_PROCESS_ORDINAL``, else ``scheduler.0``. In a 0.2 launch
+        (an enrollment socket) the observer makes its own key in memory (``key`` overrides
+        it, for tests), has it enrolled by ``ecpa run`` from its emitter thread before its
+        first record, and writes ``<evidence_dir>/<launch_id>/<kid>.jsonl``; in a 0.1
+        launch it signs with ``key`` (required) as ``launch.kid`` into
+        ``<evidence_dir>/<launch_id>.jsonl``. ``log_path`` overrides the file. The log's
+        directory is opened by the writer thread on first use, never here.
+        ``identity`` defaults to this process's (``/proc/self``). Statements live 60 s, or
+        twice the interval when longer (at most 300 s). One statement is built and signed,
+        not written, to check that the binding and the key give records a verifier accepts.
 
         Raises:
-            EcpaError: ``ECPA_INVALID_INPUT`` for an interval not in (0, 86400] s, an
+            EcpaError: ``ECPA_INVALID_INPUT`` for an interval not in (0, 100] s, an
                 ``emit_every`` or ``queue_size`` below 1, a launch id unusable as a file
-                name, or an unreadable ``/proc``; the codes of :func:`ecpa.sign` when the
-                binding gives statements a verifier would refuse.
+                name, a bad slot, a 0.1 launch without a key, or an unreadable ``/proc``;
+                the codes of :func:`ecpa.sign` when the binding gives statements a verifier
+                would refuse.
         """
         if not (isinstance(emit_interval_s, (int, float)) and math.isfinite(emit_interval_s)):
             raise _bad(f"expected a finite emit interval, found {emit_interval_s!r}")
-        if not 0 < emit_interval_s <= _MAX_INTERVAL_S:
+        if not 0 < emit_interval_s <= MAX_INTERVAL_S:
             raise _bad(
-                f"expected an emit interval in (0, {_MAX_INTERVAL_S:g}] s, "
-                f"found {emit_interval_s!r}"
+                f"expected an emit interval in (0, {MAX_INTERVAL_S:g}] s, found {emit_interval_s!r}"
             )
         if emit_every is not None and emit_every < 1:
             raise _bad(f"expected emit_every >= 1 dispatches, found {emit_every!r}")
         if queue_size < 1:
             raise _bad(f"expected queue_size >= 1, found {queue_size!r}")
         name = launch.launch_id
-        if log_path is None and ("/" in name or "\0" in name or name in (".", "..")):
-            raise _bad(f"expected a launch_id usable as a file name, found {name!r}")
+        if log_path is None:
+            check_launch_id(name)
         self.launch = launch
         self.identity = identity if identity is not None else read_identity()
+        self.slot = Slot(
+            role if role is not None else (launch.role or "scheduler"),
+            ordinal if ordinal is not None else (launch.ordinal or 0),
+        )
+        self.process_keys = launch.version == "0.2"
+        if self.process_keys:
+            signer = Signer(
+                key if key is not None else SigningKey.generate(),
+                kid_for(self.slot, self.identity),
+                self.slot,
+                process_keys=True,
+            )
+            default_log = launch.evidence_dir / name / log_name(signer.kid)
+        else:
+            if key is None or launch.kid is None:
+                raise _bad("expected a signing key and ECPA_KID for a 0.1 launch, found none")
+            signer = Signer(key, launch.kid, self.slot, process_keys=False)
+            default_log = launch.evidence_dir / f"{name}.jsonl"
+        self.signer = signer
+        self.kid = signer.kid
         self.emit_interval_s = float(emit_interval_s)
         self._ttl = ttl_for(self.emit_interval_s)
-        self.log_path = log_path if log_path is not None else launch.evidence_dir / f"{name}.jsonl"
-        self._key = key
+        self.log_path = log_path if log_path is not None else default_log
         self._clock = clock
         self._every = emit_every or 0
+        self._enroll_timeout_s = enroll_timeout_s
+        self._enrolled = not self.process_keys
+        self._enroll_warned = False
         # Hot path state: the counters, under a lock held only around increments/snapshots.
         self._lock = threading.Lock()
         self._calls = self._selections = self._abstentions = self._failures = 0
+        self._last_at = 0.0
         # Emission state, under _emit_lock (the emitter thread, flush and close).
         self._emit_lock = threading.Lock()
         self._seq = 0
@@ -130,8 +163,8 @@ class Observer:
         self._emitter: threading.Thread | None = None
         self._sink = Sink(self.log_path, queue_size)
         probe = Window(0, 0, 0, 0, 0, 0, self._window_start, self._window_start)
-        build_evidence(launch, self.identity, key, probe, issued_at=self._window_start)
-        _LIVE.add(self)
+        build_evidence(launch, self.identity, signer, probe, issued_at=self._window_start)
+        LIVE.add(self)
         if start:
             self.start()
 
@@ -147,9 +180,10 @@ class Observer:
                 self._abstentions += 1
             else:
                 self._failures += 1
+            self._last_at = _now()
             calls = self._calls
-        if self._every and calls % self._every == 0:
-            self._wake.set()
+        if calls == 1 or (self._every and calls % self._every == 0):
+            self._wake.set()  # the first record as soon as the first dispatch happened
 
     def start(self) -> None:
         """Start the writer and emitter daemon threads; starting twice is harmless."""
@@ -174,13 +208,37 @@ class Observer:
             except Exception:  # never let the emitter die; _emit counts its own failures
                 _LOG.exception("ecpa observer: emitter error, going on")
 
+    def _enroll(self) -> bool:
+        """Have this process's key enrolled by ``ecpa run`` (0.2), once; False when it could
+        not be (warned once; records are dropped and counted until it can)."""
+        if self._enrolled:
+            return True
+        socket_path = self.launch.enroll_socket
+        assert socket_path is not None
+        request = Request(self.signer.key.public_key.to_b64(), self.slot, self.identity)
+        try:
+            enroll(socket_path, request, timeout=self._enroll_timeout_s)
+        except EcpaError as exc:
+            if not self._enroll_warned:
+                self._enroll_warned = True
+                _LOG.warning("ecpa observer: key not enrolled, records dropped: %s", exc.detail)
+            return False
+        self._enrolled = True
+        return True
+
     def _emit(self, waiter: Waiter | None) -> bool:
         """Build, sign and queue one record with the counters now; False when dropped."""
         with self._emit_lock:
+            if not self._enroll():
+                self._sink.drop()
+                if waiter is not None:
+                    waiter.done.set()
+                return False
             now = int(self._clock())
             with self._lock:
                 calls, selections = self._calls, self._selections
                 abstentions, failures = self._abstentions, self._failures
+                last = int(self._last_at) if calls else None
             self._seq += 1
             start = min(self._window_start, now)  # a clock stepped back: an empty window
             self._window_start = now
@@ -193,10 +251,11 @@ class Observer:
                 self._sink.dropped_now(),
                 start,
                 now,
+                last,
             )
             try:
                 evidence = build_evidence(
-                    self.launch, self.identity, self._key, window, issued_at=now, ttl=self._ttl
+                    self.launch, self.identity, self.signer, window, issued_at=now, ttl=self._ttl
                 )
             except Exception:
                 self._sink.drop()
@@ -278,102 +337,3 @@ class Observer:
 
     def __repr__(self) -> str:
         return f"Observer(launch_id={self.launch.launch_id!r}, log={str(self.log_path)!r})"
-
-
-def _interval_from_env(env: Mapping[str, str]) -> float:
-    text = env.get(EMIT_INTERVAL_ENV)
-    if text is None or text == "":
-        return DEFAULT_EMIT_INTERVAL_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value <= _MAX_INTERVAL_S):
-        raise _bad(
-            f"expected {EMIT_INTERVAL_ENV} as seconds in (0, {_MAX_INTERVAL_S:g}], "
-            f"found {text[:40]!r}"
-        )
-    return value
-
-
-def _load_key(path: Path) -> SigningKey:
-    """The per-launch key, refused when anyone but its owner may read it (RUNTIME.md: 0600)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise EcpaError(
-            ErrorCode.INVALID_KEY, f"expected a key file at {path}, found: {exc.strerror}"
-        ) from None
-    if stat.S_IMODE(mode) & 0o077:
-        raise EcpaError(
-            ErrorCode.INVALID_KEY,
-            f"expected key file {path} with mode 0600, found {stat.S_IMODE(mode):04o}",
-        )
-    return SigningKey.load(path)
-
-
-def _from_env(env: Mapping[str, str]) -> Observer | None:
-    try:
-        launch = launch_from_env(env)
-        if launch is None:
-            return None
-        interval = _interval_from_env(env)
-        return Observer(launch, _load_key(launch.signing_key_file), emit_interval_s=interval)
-    except EcpaError as exc:
-        reason = f"{exc.code.value}: {exc.detail}"
-    except Exception as exc:  # never raise into the scheduler
-        reason = f"{type(exc).__name__}: {exc}"
-    _LOG.warning("ecpa observer inactive, no runtime evidence will be emitted: %s", reason)
-    return None
-
-
-_CACHE_LOCK = threading.Lock()
-_resolved = False
-_observer: Observer | None = None
-
-
-def process_observer() -> Observer | None:
-    """The process-wide observer, created on the first call from ``os.environ``.
-
-    None when no launch binding is set. None, with one warning logged (logger
-    ``ecpa.observer``), when the binding is partial or malformed, ``ECPA_EMIT_INTERVAL_S``
-    is not a number of seconds in (0, 86400], or the key is unreadable or not mode 0600:
-    the observer then stays inactive rather than sign for the wrong launch. Later calls
-    return the same answer without a lock; a child forked after creation gets None (its
-    records would claim the parent's identity). Raises nothing.
-    """
-    global _resolved, _observer
-    if _resolved:
-        return _observer
-    with _CACHE_LOCK:
-        if not _resolved:
-            _observer = _from_env(os.environ)
-            _resolved = True
-        return _observer
-
-
-def _reset_for_tests() -> None:
-    """Close and forget the process-wide observer, so the next call reads the environment."""
-    global _resolved, _observer
-    with _CACHE_LOCK:
-        observer, _observer, _resolved = _observer, None, False
-    if observer is not None:
-        observer.close(timeout=1.0)
-
-
-def _after_fork_in_child() -> None:
-    global _CACHE_LOCK, _resolved, _observer
-    _CACHE_LOCK = threading.Lock()
-    _observer, _resolved = None, True
-    for observer in list(_LIVE):
-        observer._after_fork_in_child()
-
-
-def _close_at_exit() -> None:
-    for observer in list(_LIVE):
-        observer.close(timeout=_EXIT_TIMEOUT_S)
-
-
-atexit.register(_close_at_exit)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -13,9 +13,11 @@ from ecpa.profile.jcs import canonicalize
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.sign import sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.runtime.derive import COUNTERS_SCHEMA
+from ecpa.runtime.enroll import nonce_for
 from ecpa.runtime.evidence import Evidence, evidence_digest
+from ecpa.runtime.launch import Slot
 from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity
+from ecpa.runtime.records import COUNTERS_SCHEMA
 
 #: Statement lifetime, ``expires_at - issued_at``, at the default cadence; longer emit
 #: intervals get up to ``MAX_TTL_S`` (RUNTIME.md: at most 300), so that the newest statement
@@ -25,7 +27,6 @@ MAX_TTL_S = 300
 SUBJECT = "host-runtime"
 OBLIGATION = "victim-selector-dispatch"
 EVENT = "invoked"
-ROLE = "scheduler"
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Window:
     dropped: int
     start: int
     end: int
+    #: The Unix second of the newest dispatch counted, or None before the first.
+    last_dispatch_at: int | None = None
 
 
 def ttl_for(emit_interval_s: float) -> int:
@@ -48,7 +51,8 @@ def ttl_for(emit_interval_s: float) -> int:
 
 
 def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
-    """The raw counters record as JCS bytes: exactly the members ``ecpa.runtime.derive`` accepts."""
+    """The raw counters record (schema ``ecpa-dispatch-counters/0.2``) as JCS bytes: exactly
+    the members :mod:`ecpa.runtime.records` accepts."""
     return canonicalize(
         {
             "schema": COUNTERS_SCHEMA,
@@ -67,13 +71,33 @@ def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -
             "dropped": window.dropped,
             "window_start": window.start,
             "window_end": window.end,
+            "last_dispatch_at": window.last_dispatch_at,
         }
     )
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Who signs, and for which slot: the key, its id, and how nonces are formed (a 0.1
+    launch key: ``<challenge>:<seq>``; a 0.2 process key:
+    ``<challenge>:<slot>:<pid>.<ticks>:<seq>``)."""
+
+    key: SigningKey
+    kid: str
+    slot: Slot
+    process_keys: bool
+
+    def nonce(self, launch: LaunchEnvironment, identity: ProcessIdentity, seq: int) -> str:
+        """The ``challenge_nonce`` of statement ``seq``."""
+        if self.process_keys:
+            return nonce_for(launch.challenge, self.slot, identity, seq)
+        return f"{launch.challenge}:{seq}"
 
 
 def statement(
     launch: LaunchEnvironment,
     identity: ProcessIdentity,
+    signer: Signer,
     *,
     seq: int,
     digest: str,
@@ -81,26 +105,26 @@ def statement(
     issued_at: int,
     ttl: int = STATEMENT_TTL_S,
 ) -> dict[str, Any]:
-    """The statement about one counters record; its nonce answers ``<challenge>:<seq>``."""
+    """The statement about one counters record, answering its own nonce."""
     return {
         "schema": STATEMENT_SCHEMA,
         "profile": PROFILE_ID,
         "issuer": launch.issuer,
-        "kid": launch.kid,
+        "kid": signer.kid,
         "subject": SUBJECT,
         "plan_id": launch.plan_id,
         "launch_id": launch.launch_id,
         "plugin_id": launch.plugin_id,
         "obligation": OBLIGATION,
         "event": EVENT,
-        "challenge_nonce": f"{launch.challenge}:{seq}",
+        "challenge_nonce": signer.nonce(launch, identity, seq),
         "artifact_digest": launch.artifact_digest,
         "evidence_digest": digest,
         "process": {
             "host": identity.host,
-            "role": ROLE,
+            "role": signer.slot.role,
             "start_identity": identity.start_identity,
-            "ordinal": 0,
+            "ordinal": signer.slot.ordinal,
             "epoch": launch.process_epoch,
         },
         "observed_at": observed_at,
@@ -113,7 +137,7 @@ def statement(
 def build_evidence(
     launch: LaunchEnvironment,
     identity: ProcessIdentity,
-    key: SigningKey,
+    signer: Signer,
     window: Window,
     *,
     issued_at: int,
@@ -129,11 +153,12 @@ def build_evidence(
     st = statement(
         launch,
         identity,
+        signer,
         seq=window.seq,
         digest=evidence_digest(raw),
         observed_at=min(window.end, issued_at),
         issued_at=issued_at,
         ttl=ttl,
     )
-    signed = sign(st, key)
+    signed = sign(st, signer.key)
     return Evidence(payload=signed.payload, detached_jws=signed.detached_jws, host_evidence=raw)

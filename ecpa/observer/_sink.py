@@ -42,10 +42,16 @@ _Item = tuple[Evidence, Waiter | None]
 
 
 class Sink:
-    """A bounded queue drained into the evidence log at ``path`` by a daemon thread."""
+    """A bounded queue drained into the evidence log at ``path`` by a daemon thread.
+
+    The log's directory is opened once (``O_NOFOLLOW``: a symlinked directory is refused),
+    on the first write, and the log is opened and checked relative to it ever after: a
+    directory swapped for a symlink later is never written through.
+    """
 
     def __init__(self, path: Path, capacity: int) -> None:
         self.path = path
+        self._dir_fd: int | None = None
         self._capacity = capacity
         self._cond = threading.Condition(threading.Lock())
         self._items: deque[_Item] = deque()
@@ -157,21 +163,30 @@ class Sink:
         finally:
             self._settle(batch, written, failed)
 
+    def _directory(self) -> int:
+        if self._dir_fd is None:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            self._dir_fd = os.open(self.path.parent, flags)
+        return self._dir_fd
+
     def _usable_log(self) -> EvidenceLog:
-        """The open log, reopened when its path no longer names the file we hold open
+        """The open log, reopened when its name no longer names the file we hold open
         (removed, renamed, replaced): records written there would reach no reader."""
+        dir_fd = self._directory()
+        name = self.path.name
         if self._log is not None:
             try:
-                st = os.stat(self.path, follow_symlinks=False)
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 same = (st.st_dev, st.st_ino) == self._log_id
             except FileNotFoundError:
                 same = False
             if not same:
                 self._close_log()
         if self._log is None:
-            log = EvidenceLog(self.path)
+            log = EvidenceLog(name, dir_fd=dir_fd)
+            log.path = str(self.path)  # messages name the whole path
             try:
-                st = os.stat(self.path, follow_symlinks=False)
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError:
                 log.close()
                 raise
@@ -237,6 +252,9 @@ class Sink:
             if self._io_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 try:
                     self._close_log()
+                    fd, self._dir_fd = self._dir_fd, None
+                    if fd is not None:
+                        os.close(fd)
                 finally:
                     self._io_lock.release()
         with self._cond:
@@ -250,3 +268,4 @@ class Sink:
         self._closed = True
         self._thread = None
         self._log = None  # the parent's file descriptor: not ours to close or write
+        self._dir_fd = None

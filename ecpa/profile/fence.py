@@ -8,12 +8,13 @@ live in :mod:`ecpa.runtime.replay`, beside the files they keep.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from typing import Protocol, runtime_checkable
 
 from ecpa.errors import EcpaError, ErrorCode
 
-__all__ = ["MemoryReplayFence", "ReplayFence", "replayed"]
+__all__ = ["MemoryReplayFence", "ReplayFence", "fingerprint", "record_nonce", "replayed"]
 
 
 @runtime_checkable
@@ -21,8 +22,30 @@ class ReplayFence(Protocol):
     """What ``verify`` needs of a fence."""
 
     def check_and_record(self, nonce: str, *, expires_at: int) -> None:
-        """Record ``nonce``, atomically; raise ``EcpaError`` (``REPLAYED_NONCE``) if seen."""
+        """Record ``nonce``, atomically; raise ``EcpaError`` (``REPLAYED_NONCE``) if seen,
+        ``ECPA_REPLAY_STORE`` when the fence's store cannot be used."""
         ...
+
+
+def record_nonce(fence: ReplayFence, nonce: str, *, expires_at: int, fingerprint: str) -> None:
+    """Pass ``nonce`` through ``fence``, letting a fence that keeps fingerprints accept the
+    very same record again (same nonce, same ``fingerprint`` of its bytes): re-reading a log
+    is not a replay; another record with an accepted nonce still is. Fences that do not keep
+    fingerprints (third-party ones) get the strict call: any repeat is a replay.
+
+    Raises:
+        EcpaError: as the fence's ``check_and_record``.
+    """
+    keeps = getattr(fence, "keeps_fingerprints", False) is True
+    if keeps:
+        fence.check_and_record(nonce, expires_at=expires_at, fingerprint=fingerprint)  # type: ignore[call-arg]
+    else:
+        fence.check_and_record(nonce, expires_at=expires_at)
+
+
+def fingerprint(payload: bytes, detached_jws: str) -> str:
+    """The fingerprint of a record's verified bytes: SHA-256 of ``payload.detached_jws``."""
+    return hashlib.sha256(payload + b"." + detached_jws.encode("ascii", "replace")).hexdigest()
 
 
 def replayed(nonce: str) -> EcpaError:
@@ -36,18 +59,32 @@ def replayed(nonce: str) -> EcpaError:
 class MemoryReplayFence:
     """An in-process fence, safe across threads. Forgets everything when the process ends."""
 
-    __slots__ = ("_lock", "_seen")
+    __slots__ = ("_fingerprints", "_lock", "_seen")
+    #: :func:`record_nonce` may pass ``fingerprint``.
+    keeps_fingerprints = True
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: dict[str, int] = {}
+        self._fingerprints: dict[str, str] = {}
 
-    def check_and_record(self, nonce: str, *, expires_at: int) -> None:
-        """Accept ``nonce`` once. Raises ``EcpaError`` (``REPLAYED_NONCE``) on a repeat."""
+    def check_and_record(
+        self, nonce: str, *, expires_at: int, fingerprint: str | None = None
+    ) -> None:
+        """Accept ``nonce`` once. With a ``fingerprint``, the same nonce with the same
+        fingerprint (the very same record read again) is accepted again, silently.
+
+        Raises:
+            EcpaError: ``REPLAYED_NONCE`` on a repeat.
+        """
         with self._lock:
             if nonce in self._seen:
-                raise replayed(nonce)
+                if fingerprint is None or self._fingerprints.get(nonce) != fingerprint:
+                    raise replayed(nonce)
+                return
             self._seen[nonce] = expires_at
+            if fingerprint is not None:
+                self._fingerprints[nonce] = fingerprint
 
     def purge(self, *, now: int, clock_skew: int = 0) -> int:
         """Forget nonces of statements expired before ``now - clock_skew``; return how many.
@@ -59,6 +96,7 @@ class MemoryReplayFence:
             old = [n for n, exp in self._seen.items() if exp < now - clock_skew]
             for nonce in old:
                 del self._seen[nonce]
+                self._fingerprints.pop(nonce, None)
             return len(old)
 
     def __contains__(self, nonce: object) -> bool:

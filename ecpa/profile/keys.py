@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import _ed25519
 from ecpa.profile._b64 import b64u_decode, b64u_encode
@@ -34,6 +35,8 @@ _P = 2**255 - 19
 _D = (-121665 * pow(121666, -1, _P)) % _P
 _SIGNATURE_LEN = 64
 _KEY_LEN = 32
+#: A PEM or JWK private key file is a few hundred bytes; anything past this is not a key.
+MAX_KEY_FILE_BYTES = 64 * 1024
 
 
 def _bad(detail: str) -> EcpaError:
@@ -240,10 +243,7 @@ class SigningKey:
             EcpaError: ``ECPA_INVALID_KEY`` when the file cannot be read or parsed.
         """
         path = Path(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise _bad(f"expected a readable key file at {path}, found: {exc.strerror}") from None
+        data = read_bounded(path, MAX_KEY_FILE_BYTES, ErrorCode.INVALID_KEY)
         if path.suffix == ".jwk":
             return cls.from_jwk(_load_jwk(data, path))
         return cls.from_pem(data, password)

@@ -260,8 +260,9 @@ class EvidenceLog:
     Thread-safe. Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        """Open or create the log at ``path``.
+    def __init__(self, path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+        """Open or create the log at ``path`` (relative to the directory ``dir_fd`` when
+        given: a writer that opened its directory once never follows a swapped path).
 
         Raises:
             EcpaError: ``ECPA_INVALID_INPUT`` for a symlink, a directory, a FIFO or other
@@ -275,7 +276,7 @@ class EvidenceLog:
         # reader fails at once instead of blocking, and one with a reader reaches fstat.
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            self._fd: int | None = os.open(self.path, flags | os.O_NONBLOCK, 0o600)
+            self._fd: int | None = os.open(self.path, flags | os.O_NONBLOCK, 0o600, dir_fd=dir_fd)
         except OSError as exc:
             raise _io_error("a regular file (not a symlink) at", self.path, exc) from None
         try:

@@ -1,61 +1,139 @@
 """The launch a manager starts: what its evidence must be bound to (RUNTIME.md).
 
-A launch is described by ``launch.json`` (schema ``ecpa-launch/0.1``) in its launch
-directory; :class:`ExpectedLaunch` is the part of it that every statement must match.
-A :class:`Plan` (schema ``ecpa-plan/0.1``) is what the manager is asked to launch: the
-plugin, its artifact digest, the issuer and the evidence cadence; :func:`launch_document`
-is the ``launch.json`` of one launch of it.
+A launch is described by ``launch.json`` (schema ``ecpa-launch/0.2``; ``0.1`` still read) in
+its launch directory; :class:`ExpectedLaunch` is the part of it that every statement must
+match. A :class:`Plan` (schema ``ecpa-plan/0.2``; ``0.1`` still read) is what the manager is
+asked to launch: the plugin, its artifact digest, the issuer, the evidence cadence and the
+obligated :class:`Slot` s; :func:`launch_document` is the ``launch.json`` of one launch of it.
+A 0.1 file means exactly one slot, ``scheduler.0``, and (for a launch) one shared launch key.
 
-Configuration files are strict JSON (PROFILE §4: UTF-8, no duplicate member, safe
-integers), except that a number may carry a fraction: an emit interval of 0.2 s is
-configuration, never signed, so JCS's number rules do not apply to it.
+Launch files are strict JSON (PROFILE §4: UTF-8, no duplicate member, safe integers). Plans
+are in :mod:`ecpa.runtime.plan`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
-from ecpa.profile.jcs import canonicalize
-from ecpa.profile.statement import NonEmptyStr, SafeInt, Sha256Digest, describe_validation
+from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_validation
+from ecpa.runtime.process import ProcessIdentity
 
 __all__ = [
+    "DEFAULT_SLOTS",
     "EXIT_SCHEMA",
     "LAUNCH_SCHEMA",
+    "LAUNCH_SCHEMA_01",
     "LAUNCH_SUBJECT",
-    "PLAN_SCHEMA",
     "ExpectedLaunch",
-    "Plan",
+    "Slot",
+    "check_launch_id",
     "expected_from_dict",
-    "launch_document",
     "launch_ended",
     "launch_from_file",
-    "plan_from_bytes",
-    "plan_from_dict",
+    "slots_from_list",
 ]
 
-LAUNCH_SCHEMA = "ecpa-launch/0.1"
+LAUNCH_SCHEMA = "ecpa-launch/0.2"
+LAUNCH_SCHEMA_01 = "ecpa-launch/0.1"
 #: ``exit.json``, written by ``ecpa run`` when the launched command has ended.
 EXIT_SCHEMA = "ecpa-launch-exit/0.1"
-PLAN_SCHEMA = "ecpa-plan/0.1"
+_SLOT_ROLE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+_MAX_ORDINAL = 65535
+_MAX_SLOTS = 1024
 #: The subject of every statement of a launch, and the only one its key may speak for.
 LAUNCH_SUBJECT = "host-runtime"
 _MAX_CONFIG_BYTES = 1 << 20
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
+def _bad(detail: str) -> EcpaError:
+    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+@dataclass(frozen=True, order=True)
+class Slot:
+    """A (role, ordinal) pair a scheduler process fills, such as ``scheduler.0`` (RUNTIME.md
+    "Slots"). Roles are lowercase ``[a-z][a-z0-9_-]*`` (at most 64 characters, no dot, so
+    ``<role>.<ordinal>`` reads back unambiguously); ordinals are 0 to 65535."""
+
+    role: str
+    ordinal: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, str) or not _SLOT_ROLE.fullmatch(self.role):
+            raise _bad(
+                f"expected a slot role matching [a-z][a-z0-9_-]{{0,63}}, found {self.role!r}"
+            )
+        if type(self.ordinal) is not int or not 0 <= self.ordinal <= _MAX_ORDINAL:
+            raise _bad(
+                f"expected a slot ordinal within [0, {_MAX_ORDINAL}], found {self.ordinal!r}"
+            )
+
+    @property
+    def name(self) -> str:
+        """``<role>.<ordinal>``."""
+        return f"{self.role}.{self.ordinal}"
+
+    @classmethod
+    def parse(cls, text: str) -> Slot:
+        """A slot from ``<role>.<ordinal>`` (``scheduler.1``).
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_INPUT`` naming what is wrong.
+        """
+        role, dot, ordinal = text.rpartition(".")
+        if not dot or not (ordinal.isascii() and ordinal.isdigit()) or len(ordinal) > 5:
+            raise _bad(f"expected a slot as <role>.<ordinal> (scheduler.0), found {text!r}")
+        return cls(role, int(ordinal))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"role", "ordinal"}`` as plan and launch files carry it."""
+        return {"role": self.role, "ordinal": self.ordinal}
+
+
+#: The one slot of a 0.1 plan or launch, and the default of a 0.2 plan.
+DEFAULT_SLOTS: tuple[Slot, ...] = (Slot("scheduler", 0),)
+
+
+def slots_from_list(value: object, what: str) -> tuple[Slot, ...]:
+    """The slots of a plan or launch document: a non-empty list of distinct
+    ``{"role", "ordinal"}`` objects, in the order given.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming what is wrong.
+    """
+    if not isinstance(value, list) or not 1 <= len(value) <= _MAX_SLOTS:
+        raise _bad(
+            f"{what}: expected 'slots' as a list of 1 to {_MAX_SLOTS} slots, found {value!r}"
+        )
+    slots: list[Slot] = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"role", "ordinal"}:
+            raise _bad(f"{what}: expected each slot as {{'role', 'ordinal'}}, found {item!r}")
+        slot = Slot(item["role"], item["ordinal"])
+        if slot in slots:
+            raise _bad(f"{what}: expected distinct slots, found {slot.name} twice")
+        slots.append(slot)
+    return tuple(slots)
+
+
 @dataclass(frozen=True)
 class ExpectedLaunch:
-    """What a statement must carry to count for this launch; nonces are ``<challenge>:<seq>``."""
+    """What a statement must carry to count for this launch.
+
+    A 0.1 launch (``version`` ``"0.1"``) has one shared key and nonces ``<challenge>:<seq>``;
+    a 0.2 launch has per-process keys enrolled by its ``supervisor`` (``ecpa run``), nonces
+    ``<challenge>:<role>.<ordinal>:<pid>.<start_ticks>:<seq>`` and the obligated ``slots``.
+    """
 
     plan_id: str
     launch_id: str
@@ -64,10 +142,9 @@ class ExpectedLaunch:
     process_epoch: int
     challenge: str
     heartbeat_window_s: int = 3
-
-
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+    slots: tuple[Slot, ...] = DEFAULT_SLOTS
+    version: str = "0.1"
+    supervisor: ProcessIdentity | None = None
 
 
 class _LaunchDoc(BaseModel):
@@ -99,15 +176,63 @@ def expected_from_dict(
     return ExpectedLaunch(**launch.model_dump())
 
 
+_LAUNCH_EXTRA = ("schema", "issuer", "kid", "subject", "started_at", "emit_interval_s")
+_LAUNCH_EXTRA_02 = (
+    "schema",
+    "issuer",
+    "subject",
+    "started_at",
+    "emit_interval_s",
+    "max_duration_s",
+    "slots",
+    "supervisor",
+    "enroll_socket",
+)
+_MAX_NAME_BYTES = 200
+
+
+def check_launch_id(launch_id: str) -> str:
+    """``launch_id`` if it can name a file and a directory: printable, no ``/``, not ``.``
+    or ``..``, at most 200 bytes of UTF-8 (a NUL or a control character never reaches a path).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming what was found.
+    """
+    if (
+        not launch_id.isprintable()
+        or "/" in launch_id
+        or launch_id in (".", "..")
+        or len(launch_id.encode("utf-8", "replace")) > _MAX_NAME_BYTES
+        or _SURROGATE.search(launch_id)
+    ):
+        raise _bad(f"expected a launch_id usable as a file name, found {launch_id!r}")
+    return launch_id
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-_LAUNCH_EXTRA = ("schema", "issuer", "kid", "subject", "started_at", "emit_interval_s")
+def _supervisor(value: object, what: str) -> ProcessIdentity:
+    if not isinstance(value, dict) or set(value) != {"host", "pid", "start_ticks", "boot_id"}:
+        raise _bad(
+            f"{what}: expected 'supervisor' as {{'host', 'pid', 'start_ticks', 'boot_id'}}, "
+            f"found {value!r}"
+        )
+    host, pid, ticks, boot = value["host"], value["pid"], value["start_ticks"], value["boot_id"]
+    if not (isinstance(host, str) and host and isinstance(boot, str) and boot):
+        raise _bad(f"{what}: expected supervisor host and boot_id as non-empty strings")
+    if type(pid) is not int or type(ticks) is not int or not (0 < pid <= MAX_SAFE_INTEGER):
+        raise _bad(f"{what}: expected supervisor pid and start_ticks as integers, found {value!r}")
+    if not 0 <= ticks <= MAX_SAFE_INTEGER:
+        raise _bad(f"{what}: expected supervisor start_ticks >= 0, found {ticks!r}")
+    return ProcessIdentity(host, pid, ticks, boot)
 
 
 def launch_from_file(path: Path) -> ExpectedLaunch:
-    """The expected launch from a ``launch.json`` (schema ``ecpa-launch/0.1``); its other
-    members (issuer, kid, subject, started_at, emit_interval_s) are allowed and ignored.
+    """The expected launch from a ``launch.json``: schema ``ecpa-launch/0.2`` (slots, the
+    supervisor's identity) or ``ecpa-launch/0.1`` (one slot, a shared key); other members
+    (issuer, kid, subject, started_at, ...) are allowed and ignored. The file is read as
+    :func:`ecpa._files.read_bounded` reads: a regular file, no symlink, at most 1 MiB.
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` when unreadable, not strict JSON or malformed.
@@ -117,139 +242,24 @@ def launch_from_file(path: Path) -> ExpectedLaunch:
         doc = parse_object(data, what=f"launch {path}")
     except EcpaError as exc:
         raise _bad(f"{exc.code.value}: {exc.detail}") from None
-    if doc.get("schema") != LAUNCH_SCHEMA:
-        raise _bad(f"launch {path}: expected schema {LAUNCH_SCHEMA!r}, found {doc.get('schema')!r}")
-    expected = expected_from_dict(doc, f"launch {path}", extra=_LAUNCH_EXTRA)
-    if "/" in expected.launch_id or expected.launch_id in (".", ".."):  # names the log file
-        raise _bad(f"expected a launch_id usable as a file name, found {expected.launch_id!r}")
-    return expected
-
-
-def _printable(value: str) -> str:
-    if not value.isprintable():  # it goes into the environment and into statements
-        raise ValueError(f"expected printable text, found {value!r}")
-    return value
-
-
-_Text = Annotated[
-    str, Field(strict=True, min_length=1, max_length=1024), AfterValidator(_printable)
-]
-_Seconds = Annotated[int, Field(strict=True, ge=1, le=MAX_SAFE_INTEGER)]
-_MAX_INTERVAL_S = 86400
-
-
-class _PlanDoc(BaseModel):
-    model_config = _STRICT
-    plan_id: _Text | None = None
-    plugin_id: _Text
-    artifact_digest: Sha256Digest
-    issuer: _Text | None = None
-    process_epoch: SafeInt = 1
-    emit_interval_s: Annotated[int, Field(strict=True, ge=1, le=_MAX_INTERVAL_S)] = 1
-    heartbeat_window_s: _Seconds | None = None
-    max_duration_s: _Seconds = 86400
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a manager launches (schema ``ecpa-plan/0.1``): the plugin and its artifact, who
-    signs, and the evidence cadence. Build it with :func:`plan_from_dict`, which checks it."""
-
-    plan_id: str
-    plugin_id: str
-    artifact_digest: str
-    issuer: str
-    process_epoch: int = 1
-    emit_interval_s: int = 1
-    heartbeat_window_s: int = 3
-    max_duration_s: int = 86400
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plan document, every member given (``plan_from_dict`` reads it back)."""
-        return {"schema": PLAN_SCHEMA, **asdict(self)}
-
-
-def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Plan:
-    """A checked :class:`Plan` from a plan document (schema ``ecpa-plan/0.1``).
-
-    Defaults: ``issuer`` ``default_issuer``, ``process_epoch`` 1, ``emit_interval_s`` 1
-    (whole seconds, 1 to 86400), ``heartbeat_window_s``
-    ``3 * emit_interval_s`` (given: at least the interval), ``max_duration_s``
-    86400, and ``plan_id`` ``plan:sha256:`` + the SHA-256 of the RFC 8785 bytes of the
-    document with every default filled in and without ``plan_id``.
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` naming the member (unknown members included).
-    """
-    allowed = {"schema", *_PlanDoc.model_fields}
-    unknown = sorted(set(doc) - allowed)
-    if unknown:
-        raise _bad(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
-    if doc.get("schema") != PLAN_SCHEMA:
-        raise _bad(f"{what}: expected member 'schema' {PLAN_SCHEMA!r}, found {doc.get('schema')!r}")
-    try:
-        parsed = _PlanDoc(**{k: v for k, v in doc.items() if k != "schema"})
-    except ValidationError as exc:
-        raise _bad(f"{what}: {describe_validation(exc, what)}") from None
-    interval = parsed.emit_interval_s
-    window = parsed.heartbeat_window_s
-    if window is None:
-        window = 3 * interval  # RUNTIME.md: default 3x the emit interval
-    elif window < interval:  # a window shorter than the cadence makes every status stale
-        raise _bad(
-            f"{what}: expected member 'heartbeat_window_s' >= emit_interval_s "
-            f"({interval}), found {window}"
+    what = f"launch {path}"
+    schema = doc.get("schema")
+    if schema == LAUNCH_SCHEMA_01:
+        expected = expected_from_dict(doc, what, extra=_LAUNCH_EXTRA)
+    elif schema == LAUNCH_SCHEMA:
+        base = expected_from_dict(doc, what, extra=_LAUNCH_EXTRA_02)
+        expected = replace(
+            base,
+            version="0.2",
+            slots=slots_from_list(doc.get("slots"), what),
+            supervisor=_supervisor(doc.get("supervisor"), what),
         )
-    resolved = Plan(
-        plan_id="",
-        plugin_id=parsed.plugin_id,
-        artifact_digest=parsed.artifact_digest,
-        issuer=parsed.issuer if parsed.issuer is not None else default_issuer,
-        process_epoch=parsed.process_epoch,
-        emit_interval_s=interval,
-        heartbeat_window_s=window,
-        max_duration_s=parsed.max_duration_s,
-    )
-    if parsed.plan_id is not None:
-        return replace(resolved, plan_id=parsed.plan_id)
-    content = {k: v for k, v in resolved.to_dict().items() if k != "plan_id"}
-    digest = hashlib.sha256(canonicalize(content)).hexdigest()
-    return replace(resolved, plan_id=f"plan:sha256:{digest}")
-
-
-def plan_from_bytes(data: bytes, what: str, *, default_issuer: str) -> Plan:
-    """:func:`plan_from_dict` over a plan file's bytes (strict JSON, PROFILE §4).
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for JSON that is not a plan, naming the member.
-    """
-    try:
-        doc = parse_object(data, what=what)
-    except EcpaError as exc:
-        raise _bad(f"{exc.code.value}: {exc.detail}") from None
-    return plan_from_dict(doc, what, default_issuer=default_issuer)
-
-
-def launch_document(
-    plan: Plan, *, launch_id: str, challenge: str, kid: str, started_at: int
-) -> dict[str, Any]:
-    """The ``launch.json`` of one launch of ``plan`` (RUNTIME.md "Launch directory");
-    :func:`launch_from_file` reads it back."""
-    return {
-        "schema": LAUNCH_SCHEMA,
-        "plan_id": plan.plan_id,
-        "launch_id": launch_id,
-        "plugin_id": plan.plugin_id,
-        "artifact_digest": plan.artifact_digest,
-        "process_epoch": plan.process_epoch,
-        "challenge": challenge,
-        "issuer": plan.issuer,
-        "kid": kid,
-        "subject": LAUNCH_SUBJECT,
-        "started_at": started_at,
-        "emit_interval_s": plan.emit_interval_s,
-        "heartbeat_window_s": plan.heartbeat_window_s,
-    }
+    else:
+        raise _bad(
+            f"{what}: expected schema {LAUNCH_SCHEMA!r} or {LAUNCH_SCHEMA_01!r}, found {schema!r}"
+        )
+    check_launch_id(expected.launch_id)
+    return expected
 
 
 def launch_ended(path: Path) -> str | None:

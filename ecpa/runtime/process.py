@@ -19,12 +19,17 @@ from pathlib import Path
 from ecpa.errors import EcpaError, ErrorCode
 
 __all__ = [
+    "BINDING_ENV_NAMES",
     "ENV_NAMES",
+    "ENV_NAMES_02",
+    "SLOT_ENV_NAMES",
     "LaunchEnvironment",
     "Liveness",
     "ProcessIdentity",
     "check_alive",
+    "descends_from",
     "launch_from_env",
+    "parent_pid",
     "read_boot_id",
     "read_identity",
 ]
@@ -80,6 +85,58 @@ def read_boot_id(proc_root: Path = PROC) -> str:
         return path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise _bad(f"expected a boot id at {path}, found: {exc}") from None
+
+
+def _stat_fields(pid: int, proc_root: Path) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (field 3 first), or None
+    when there is no such process."""
+    try:
+        data = (proc_root / str(pid) / "stat").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise _bad(f"expected a readable /proc/{pid}/stat, found: {exc.strerror}") from None
+    end = data.rfind(b")")
+    fields = data[end + 1 :].split()
+    if end < 0 or len(fields) < 20 or not all(f.isdigit() and len(f) <= 20 for f in fields[1:2]):
+        raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {data[:80]!r}")
+    return fields
+
+
+def parent_pid(pid: int, *, proc_root: Path = PROC) -> int | None:
+    """The parent of process ``pid`` (field 4 of ``/proc/<pid>/stat``), or None when there
+    is no such process.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when ``/proc`` cannot be read.
+    """
+    fields = _stat_fields(pid, proc_root)
+    return None if fields is None else int(fields[1])
+
+
+#: Longer parent chains than this are not followed (a loop in a faked /proc, say).
+_MAX_DEPTH = 4096
+
+
+def descends_from(pid: int, ancestor: int, *, proc_root: Path = PROC) -> bool:
+    """Whether process ``pid`` is ``ancestor`` or one of its descendants now: its parent
+    chain, read from ``/proc``, reaches ``ancestor`` before pid 1 or 0. A child subreaper
+    (``ecpa run``) stays the ancestor of every process of its tree, even through a
+    ``setsid`` and a double fork, since orphans are reparented to it.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when ``/proc`` cannot be read.
+    """
+    current: int | None = pid
+    for _ in range(_MAX_DEPTH):
+        if current is None or current <= 0:
+            return False
+        if current == ancestor:
+            return True
+        if current == 1:
+            return False
+        current = parent_pid(current, proc_root=proc_root)
+    return False
 
 
 def _start_ticks(pid: int, proc_root: Path) -> int | None:
@@ -150,24 +207,32 @@ def check_alive(
     return Liveness(True, f"process {identity.pid} alive since tick {ticks}")
 
 
-#: The launch binding the manager sets for the plugin's process (RUNTIME.md).
-ENV_NAMES = (
+#: The binding every launch sets (RUNTIME.md "Launch binding").
+_COMMON_NAMES = (
     "ECPA_PLAN_ID",
     "ECPA_LAUNCH_ID",
     "ECPA_CHALLENGE",
     "ECPA_PLUGIN_ID",
     "ECPA_ARTIFACT_DIGEST",
     "ECPA_ISSUER",
-    "ECPA_KID",
-    "ECPA_SIGNING_KEY_FILE",
     "ECPA_EVIDENCE_DIR",
     "ECPA_PROCESS_EPOCH",
 )
+#: The 0.1 launch binding: one launch key in a file.
+ENV_NAMES = (*_COMMON_NAMES[:6], "ECPA_KID", "ECPA_SIGNING_KEY_FILE", *_COMMON_NAMES[6:])
+#: The 0.2 launch binding: each process enrolls its own key through the supervisor's socket.
+ENV_NAMES_02 = (*_COMMON_NAMES, "ECPA_ENROLL_SOCKET")
+#: The slot a process fills when its host does not say (RUNTIME.md "Slots").
+SLOT_ENV_NAMES = ("ECPA_PROCESS_ROLE", "ECPA_PROCESS_ORDINAL")
+#: Every name of a launch binding, 0.1 and 0.2: a manager refuses to find any already set.
+BINDING_ENV_NAMES = (*ENV_NAMES, "ECPA_ENROLL_SOCKET", *SLOT_ENV_NAMES)
 
 
 @dataclass(frozen=True)
 class LaunchEnvironment:
-    """The launch binding as the observer reads it from its environment."""
+    """The launch binding as the observer reads it from its environment: a 0.2 launch has
+    ``enroll_socket`` (and no key file), a 0.1 launch ``kid`` and ``signing_key_file``.
+    ``role``/``ordinal`` are the fallback slot (``ECPA_PROCESS_ROLE``/``_ORDINAL``), or None."""
 
     plan_id: str
     launch_id: str
@@ -175,23 +240,49 @@ class LaunchEnvironment:
     plugin_id: str
     artifact_digest: str
     issuer: str
-    kid: str
-    signing_key_file: Path
+    kid: str | None
+    signing_key_file: Path | None
     evidence_dir: Path
     process_epoch: int
+    enroll_socket: Path | None = None
+    role: str | None = None
+    ordinal: int | None = None
+
+    @property
+    def version(self) -> str:
+        """``"0.2"`` with process keys (an enrollment socket), else ``"0.1"``."""
+        return "0.2" if self.enroll_socket is not None else "0.1"
+
+
+def _slot_from_env(env: Mapping[str, str]) -> tuple[str | None, int | None]:
+    role, ordinal = env.get("ECPA_PROCESS_ROLE") or None, env.get("ECPA_PROCESS_ORDINAL") or None
+    if role is None and ordinal is None:
+        return None, None
+    if role is None or ordinal is None:
+        raise _bad(f"expected both or neither of {list(SLOT_ENV_NAMES)}, found one")
+    if not (ordinal.isascii() and ordinal.isdigit() and len(ordinal) <= 5):
+        raise _bad(f"expected ECPA_PROCESS_ORDINAL as an integer in [0, 65535], found {ordinal!r}")
+    return role, int(ordinal)
 
 
 def launch_from_env(env: Mapping[str, str]) -> LaunchEnvironment | None:
     """The launch binding from ``env`` (pass ``os.environ``), or None when none is set.
 
     Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` when it is partial or malformed: the observer must
-            then stay inactive, loudly, rather than sign for the wrong launch.
+        EcpaError: ``ECPA_INVALID_INPUT`` when it is partial or malformed, or mixes the 0.1
+            key file with the 0.2 enrollment socket: the observer must then stay inactive,
+            loudly, rather than sign for the wrong launch.
     """
-    present = [name for name in ENV_NAMES if env.get(name)]
+    present = [name for name in (*BINDING_ENV_NAMES,) if env.get(name)]
     if not present:
         return None
-    missing = [name for name in ENV_NAMES if not env.get(name)]
+    v02 = bool(env.get("ECPA_ENROLL_SOCKET"))
+    if v02 and (env.get("ECPA_KID") or env.get("ECPA_SIGNING_KEY_FILE")):
+        raise _bad(
+            "expected ECPA_ENROLL_SOCKET (0.2) or ECPA_KID/ECPA_SIGNING_KEY_FILE (0.1), found both"
+        )
+    names = ENV_NAMES_02 if v02 else ENV_NAMES
+    missing = [name for name in names if not env.get(name)]
     if missing:
         raise _bad(f"expected the whole launch binding, found {missing} missing")
     epoch = env["ECPA_PROCESS_EPOCH"]
@@ -199,6 +290,7 @@ def launch_from_env(env: Mapping[str, str]) -> LaunchEnvironment | None:
         raise _bad(f"expected ECPA_PROCESS_EPOCH as an integer in [0, 2**53-1], found {epoch!r}")
     if len(env["ECPA_CHALLENGE"]) < 22:  # 128 bits as base64url is 22 characters
         raise _bad("expected ECPA_CHALLENGE of at least 128 bits (22 base64url characters)")
+    role, ordinal = _slot_from_env(env)
     return LaunchEnvironment(
         plan_id=env["ECPA_PLAN_ID"],
         launch_id=env["ECPA_LAUNCH_ID"],
@@ -206,8 +298,11 @@ def launch_from_env(env: Mapping[str, str]) -> LaunchEnvironment | None:
         plugin_id=env["ECPA_PLUGIN_ID"],
         artifact_digest=env["ECPA_ARTIFACT_DIGEST"],
         issuer=env["ECPA_ISSUER"],
-        kid=env["ECPA_KID"],
-        signing_key_file=Path(env["ECPA_SIGNING_KEY_FILE"]),
+        kid=None if v02 else env["ECPA_KID"],
+        signing_key_file=None if v02 else Path(env["ECPA_SIGNING_KEY_FILE"]),
         evidence_dir=Path(env["ECPA_EVIDENCE_DIR"]),
         process_epoch=int(epoch),
+        enroll_socket=Path(env["ECPA_ENROLL_SOCKET"]) if v02 else None,
+        role=role,
+        ordinal=ordinal,
     )

@@ -14,9 +14,9 @@ import threading
 import time
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import MemoryReplayFence, ReplayFence, replayed
+from ecpa.profile.fence import MemoryReplayFence, ReplayFence, record_nonce, replayed
 
-__all__ = ["MemoryReplayFence", "ReplayFence", "SqliteReplayFence", "replayed"]
+__all__ = ["MemoryReplayFence", "ReplayFence", "SqliteReplayFence", "record_nonce", "replayed"]
 
 
 class SqliteReplayFence:
@@ -25,14 +25,22 @@ class SqliteReplayFence:
     The nonce is the table's primary key and is inserted in its own committed transaction,
     so of two processes racing with one nonce exactly one insert succeeds: check and record
     are one atomic step. WAL journaling and ``synchronous=FULL`` keep an accepted nonce
-    across a crash.
+    across a crash. A table that cannot enforce that uniqueness (``nonce`` not its primary
+    key) is refused when opened, never used: it would turn the fence off silently. A store
+    that stays locked longer than ``timeout`` seconds fails (``ECPA_REPLAY_STORE``), it is
+    not waited for item after item.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+    #: :func:`ecpa.profile.fence.record_nonce` may pass ``fingerprint``.
+    keeps_fingerprints = True
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 2.0) -> None:
         """Open or create the fence at ``path``.
 
         Raises:
-            EcpaError: ``ECPA_INVALID_INPUT`` when the file cannot be opened as a fence.
+            EcpaError: ``ECPA_REPLAY_STORE`` when the file cannot be opened as a fence, is
+                locked for more than ``timeout`` seconds, or holds an ``accepted_nonce``
+                table whose ``nonce`` is not its primary key.
         """
         self.path = os.fspath(path)
         self._lock = threading.Lock()
@@ -42,52 +50,88 @@ class SqliteReplayFence:
                 self._db = sqlite3.connect(
                     self.path, timeout=timeout, isolation_level=None, check_same_thread=False
                 )
+            except sqlite3.Error as exc:
+                raise self._unusable(exc) from None
+            try:
                 self._setup()
                 return
             except sqlite3.OperationalError as exc:
                 # Switching to WAL takes a lock SQLite does not wait for (no busy handler):
                 # several verifiers opening one new file together must retry, not fail.
+                self._db.close()
                 if "locked" not in str(exc) or time.monotonic() >= deadline:
                     raise self._unusable(exc) from None
-                self._db.close()
                 time.sleep(0.01)
             except sqlite3.Error as exc:
+                self._db.close()
                 raise self._unusable(exc) from None
+            except EcpaError:
+                self._db.close()
+                raise
 
     def _setup(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS accepted_nonce ("
-            " nonce TEXT PRIMARY KEY NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID"
+            " nonce TEXT PRIMARY KEY NOT NULL, expires_at INTEGER NOT NULL,"
+            " fingerprint TEXT) WITHOUT ROWID"
         )
+        columns = {row[1]: row for row in self._db.execute("PRAGMA table_info(accepted_nonce)")}
+        keys = sorted(name for name, row in columns.items() if row[5])  # row[5]: pk position
+        if keys != ["nonce"]:
+            raise EcpaError(
+                ErrorCode.REPLAY_STORE,
+                f"expected table accepted_nonce in {self.path} with nonce as its PRIMARY KEY "
+                f"(so each nonce is accepted once), found primary key columns {keys}",
+            )
+        if "expires_at" not in columns:
+            raise EcpaError(
+                ErrorCode.REPLAY_STORE,
+                f"expected table accepted_nonce in {self.path} with column expires_at, "
+                f"found columns {sorted(columns)}",
+            )
+        if "fingerprint" not in columns:  # a fence made before fingerprints: add the column
+            self._db.execute("ALTER TABLE accepted_nonce ADD COLUMN fingerprint TEXT")
 
     def _unusable(self, exc: sqlite3.Error) -> EcpaError:
         return EcpaError(
-            ErrorCode.INVALID_INPUT,
-            f"expected an SQLite replay database at {self.path}, found: {exc}",
+            ErrorCode.REPLAY_STORE,
+            f"expected a usable SQLite replay database at {self.path}, found: {exc}",
         )
 
-    def check_and_record(self, nonce: str, *, expires_at: int) -> None:
-        """Accept ``nonce`` once across every process using this file.
+    def check_and_record(
+        self, nonce: str, *, expires_at: int, fingerprint: str | None = None
+    ) -> None:
+        """Accept ``nonce`` once across every process using this file. With a
+        ``fingerprint``, the same nonce with the same fingerprint (the very same record read
+        again) is accepted again, silently; a nonce first recorded without one never is.
 
         Raises:
-            EcpaError: ``REPLAYED_NONCE`` on a repeat; ``ECPA_INVALID_INPUT`` when the
+            EcpaError: ``REPLAYED_NONCE`` on a repeat; ``ECPA_REPLAY_STORE`` when the
                 database cannot be written (nothing is accepted then).
         """
         with self._lock:
             try:
                 self._db.execute(
-                    "INSERT INTO accepted_nonce (nonce, expires_at) VALUES (?, ?)",
-                    (nonce, expires_at),
+                    "INSERT INTO accepted_nonce (nonce, expires_at, fingerprint) VALUES (?, ?, ?)",
+                    (nonce, expires_at, fingerprint),
                 )
             except sqlite3.IntegrityError:
+                if fingerprint is not None and self._fingerprint(nonce) == fingerprint:
+                    return
                 raise replayed(nonce) from None
             except sqlite3.Error as exc:
-                raise EcpaError(
-                    ErrorCode.INVALID_INPUT,
-                    f"expected a writable replay database at {self.path}, found: {exc}",
-                ) from None
+                raise self._unusable(exc) from None
+
+    def _fingerprint(self, nonce: str) -> str | None:
+        try:
+            row = self._db.execute(
+                "SELECT fingerprint FROM accepted_nonce WHERE nonce = ?", (nonce,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise self._unusable(exc) from None
+        return None if row is None else row[0]
 
     def purge(self, *, now: int, clock_skew: int = 0) -> int:
         """Forget nonces of statements expired before ``now - clock_skew``; return how many.
@@ -97,7 +141,7 @@ class SqliteReplayFence:
         replayed into acceptance; keep ``now`` monotonic when you purge.
 
         Raises:
-            EcpaError: ``ECPA_INVALID_INPUT`` when the database cannot be written.
+            EcpaError: ``ECPA_REPLAY_STORE`` when the database cannot be written.
         """
         with self._lock:
             try:
@@ -105,10 +149,7 @@ class SqliteReplayFence:
                     "DELETE FROM accepted_nonce WHERE expires_at < ?", (now - clock_skew,)
                 )
             except sqlite3.Error as exc:
-                raise EcpaError(
-                    ErrorCode.INVALID_INPUT,
-                    f"expected a writable replay database at {self.path}, found: {exc}",
-                ) from None
+                raise self._unusable(exc) from None
             return cursor.rowcount
 
     def __contains__(self, nonce: object) -> bool:

@@ -1,0 +1,235 @@
+"""``ecpa run``'s side of process keys (RUNTIME.md "Process keys"): the enrollment socket.
+
+The supervisor listens on ``enroll.sock`` (mode 0600, in the 0700 launch directory) and
+serves it from its own loop, non-blocking: a slow or silent peer costs nothing but a slot
+in :attr:`EnrollServer.pending` until its deadline. For each request it checks, in order:
+
+1. the peer's credentials (``SO_PEERCRED``): the uid running ``ecpa run``;
+2. the pid the request claims is the peer's own;
+3. that process, read from ``/proc`` now, is the identity claimed (host, boot id, start
+   ticks): a process cannot enroll a key in another's name;
+4. the peer descends from ``ecpa run`` (a child subreaper: its tree stays its own);
+5. the process has no key yet (one key, one slot per process identity);
+6. the key loads by every rule of PROFILE §5 (no small-order key).
+
+Then it adds the key to ``trust.json`` under the store's lock, with ``kid``
+``<role>.<ordinal>-<pid>-<start_ticks>``, subject ``host-runtime`` and a window from now to
+the launch's end, and answers with the kid. A refusal answers with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.runtime.enroll import MAX_MESSAGE, Request, kid_for, parse_request, reply_bytes
+from ecpa.runtime.launch import LAUNCH_SUBJECT
+from ecpa.runtime.process import PROC, ProcessIdentity, descends_from, read_identity
+from ecpa.runtime.trust_file import update_trust_file
+
+__all__ = ["EnrollServer", "Enrolled"]
+
+_REQUEST_TIMEOUT_S = 5.0
+_MAX_PENDING = 64
+_PEERCRED = struct.Struct("3i")
+
+
+@dataclass(frozen=True)
+class Enrolled:
+    """One enrolled process key."""
+
+    kid: str
+    identity: ProcessIdentity
+    request: Request
+
+
+@dataclass
+class _Pending:
+    conn: socket.socket
+    pid: int
+    uid: int
+    deadline: float
+    data: bytes = b""
+
+
+@dataclass
+class EnrollServer:
+    """The enrollment socket of one launch, served by :meth:`serve` from the caller's loop."""
+
+    path: Path
+    trust_file: Path
+    issuer: str
+    supervisor_pid: int
+    not_after: int
+    clock: Callable[[], float] = time.time
+    skew_s: int = 5
+    proc_root: Path = PROC
+    host: str | None = None
+    enrolled: dict[ProcessIdentity, Enrolled] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
+    pending: dict[int, _Pending] = field(default_factory=dict)
+    _sock: socket.socket | None = None
+
+    def listen(self) -> None:
+        """Bind and listen at :attr:`path` with mode 0600 from the first moment.
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_INPUT`` when the socket cannot be made.
+        """
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        old = os.umask(0o177)
+        try:
+            sock.bind(str(self.path))
+            os.chmod(self.path, 0o600)
+            sock.listen(_MAX_PENDING)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise EcpaError(
+                ErrorCode.INVALID_INPUT,
+                f"expected to listen on {self.path}, found: {exc.strerror or exc}",
+            ) from None
+        finally:
+            os.umask(old)
+        self._sock = sock
+
+    def fds(self) -> list[int]:
+        """The descriptors to wait on: the listening socket and each pending peer."""
+        if self._sock is None:
+            return []
+        return [self._sock.fileno(), *self.pending]
+
+    def serve(self, ready: list[int]) -> None:
+        """Accept and answer what ``ready`` (from ``select``) says can be read; drop peers
+        past their deadline. Raises nothing."""
+        if self._sock is None:
+            return
+        if self._sock.fileno() in ready:
+            self._accept()
+        for fd in [fd for fd in ready if fd in self.pending]:
+            self._read(self.pending[fd])
+        now = time.monotonic()
+        for peer in list(self.pending.values()):
+            if now >= peer.deadline:
+                self._finish(peer, error="no complete request in time")
+
+    def _accept(self) -> None:
+        assert self._sock is not None
+        while len(self.pending) < _MAX_PENDING:
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            conn.setblocking(False)
+            try:
+                raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+                pid, uid, _gid = _PEERCRED.unpack(raw)
+            except OSError:
+                conn.close()
+                continue
+            deadline = time.monotonic() + _REQUEST_TIMEOUT_S
+            self.pending[conn.fileno()] = _Pending(conn, pid, uid, deadline)
+
+    def _read(self, peer: _Pending) -> None:
+        try:
+            chunk = peer.conn.recv(MAX_MESSAGE + 1 - len(peer.data))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        peer.data += chunk
+        if len(peer.data) > MAX_MESSAGE:
+            self._finish(peer, error=f"expected a request of at most {MAX_MESSAGE} bytes")
+        elif peer.data.endswith(b"\n") or not chunk:
+            self._answer(peer)
+
+    def _answer(self, peer: _Pending) -> None:
+        try:
+            kid = self._enroll(peer)
+        except EcpaError as exc:
+            self.refused.append(f"pid {peer.pid}: {exc.detail}")
+            self._finish(peer, error=exc.detail)
+        else:
+            self._finish(peer, kid=kid)
+
+    def _finish(self, peer: _Pending, *, kid: str | None = None, error: str | None = None) -> None:
+        self.pending.pop(peer.conn.fileno(), None)
+        with contextlib.suppress(OSError):
+            peer.conn.setblocking(True)
+            peer.conn.settimeout(0.5)
+            peer.conn.sendall(reply_bytes(kid=kid, error=error))
+        peer.conn.close()
+
+    def _refuse(self, detail: str) -> EcpaError:
+        return EcpaError(ErrorCode.INVALID_INPUT, f"enrollment refused: {detail}")
+
+    def _enroll(self, peer: _Pending) -> str:
+        if peer.uid != os.geteuid():  # step 1
+            raise self._refuse(f"expected a peer of uid {os.geteuid()}, found uid {peer.uid}")
+        request = parse_request(peer.data)
+        claimed = request.identity
+        if claimed.pid != peer.pid:  # step 2
+            raise self._refuse(f"the request claims pid {claimed.pid}, the peer is pid {peer.pid}")
+        try:  # step 3
+            actual = read_identity(peer.pid, proc_root=self.proc_root, host=self.host)
+        except EcpaError as exc:
+            raise self._refuse(f"cannot read the peer's identity: {exc.detail}") from None
+        if actual != claimed:
+            raise self._refuse(
+                f"the request claims {claimed.start_identity} on {claimed.host!r}, the peer is "
+                f"{actual.start_identity} on {actual.host!r}"
+            )
+        if not descends_from(peer.pid, self.supervisor_pid, proc_root=self.proc_root):  # 4
+            raise self._refuse(
+                f"pid {peer.pid} is not a descendant of ecpa run (pid {self.supervisor_pid})"
+            )
+        if actual in self.enrolled:  # step 5
+            raise self._refuse(
+                f"pid {peer.pid} already holds key {self.enrolled[actual].kid!r} (one per process)"
+            )
+        kid = kid_for(request.slot, actual)
+        now = int(self.clock())
+        entry = {
+            "issuer": self.issuer,
+            "kid": kid,
+            "public_key_b64": request.public_key_b64,
+            "subjects": [LAUNCH_SUBJECT],
+            "enabled": True,
+            "not_before": max(0, now - self.skew_s),
+            "not_after": max(self.not_after, now),
+        }
+
+        def add(doc: dict[str, Any]) -> dict[str, Any]:
+            keys = doc.get("keys")
+            if not isinstance(keys, list):
+                raise self._refuse("the launch's trust store has no 'keys' array")
+            doc["keys"] = [k for k in keys if not (isinstance(k, dict) and k.get("kid") == kid)]
+            doc["keys"].append(entry)
+            return doc
+
+        try:  # step 6: the store checks the key by every rule before it is written
+            update_trust_file(self.trust_file, add)
+        except EcpaError as exc:
+            raise self._refuse(exc.detail) from None
+        self.enrolled[actual] = Enrolled(kid, actual, request)
+        return kid
+
+    def close(self) -> None:
+        """Stop listening: answer no one more, remove the socket file. Idempotent."""
+        for peer in list(self.pending.values()):
+            self._finish(peer, error="the launch is ending")
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)

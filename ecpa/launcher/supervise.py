@@ -1,0 +1,289 @@
+"""Supervision of a launch's process tree (RUNTIME.md "Slots", supervision).
+
+``ecpa run`` makes itself a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): every process
+the command starts stays in its tree, even one that calls ``setsid`` and double-forks, since
+orphans are reparented to it instead of to init. The command runs in its own session, with
+SIGTERM as its parent-death signal (``PR_SET_PDEATHSIG``), so a SIGKILL of ``ecpa run`` still
+stops the serving command.
+
+One loop, on the main thread, does everything: it reaps children, serves the enrollment
+socket (:class:`~ecpa.launcher.enroll.EnrollServer`) and acts on signals, which handlers only
+record. When the direct child exits, or on SIGINT, SIGTERM, SIGHUP or SIGQUIT (forwarded as
+received), every process of the tree gets the signal (SIGTERM when the child exited by
+itself); ``grace`` seconds later whatever is left gets SIGKILL; a second signal escalates to
+SIGKILL at once. The loop returns when no process of the tree is left (or, for processes the
+kernel will not let go of, after a bounded wait).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from ecpa.launcher.enroll import EnrollServer
+
+__all__ = ["FORWARDED", "LaunchExit", "Supervisor", "descendants"]
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_POLL_S = 0.05
+#: After SIGKILL, how long to wait for the kernel to let processes go (uninterruptible sleep).
+_KILL_WAIT_S = 5.0
+_PR_SET_CHILD_SUBREAPER = 36
+_Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+@dataclass(frozen=True)
+class LaunchExit:
+    """How the command ended, as a shell reports it: ``status`` is its exit code, 128 + N
+    when signal N killed it, 127 when it was not found and 126 when it could not be run
+    (then ``error`` says why and it never started)."""
+
+    status: int
+    signal: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_returncode(cls, returncode: int) -> LaunchExit:
+        """From ``Popen.returncode`` (``-N`` for signal N)."""
+        if returncode < 0:
+            return cls(128 - returncode, -returncode)
+        return cls(returncode)
+
+    @classmethod
+    def from_wait_status(cls, status: int) -> LaunchExit:
+        """From a ``waitpid`` status."""
+        if os.WIFSIGNALED(status):
+            return cls.from_returncode(-os.WTERMSIG(status))
+        return cls(os.waitstatus_to_exitcode(status))
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name, use_errno=True) if name else None
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def _prctl(option: int, value: int) -> bool:
+    if _LIBC is None:
+        return False
+    return bool(_LIBC.prctl(option, value, 0, 0, 0) == 0)
+
+
+#: Run first in the child, by this interpreter (``-I -S``: nothing of the command's
+#: environment changes how it starts): SIGTERM as the parent-death signal, SIGPIPE and
+#: SIGXFSZ back to their defaults (Python ignores them, and an ignored signal survives exec),
+#: then exec of the command, same pid. Done here rather than in ``preexec_fn``, which is
+#: unsafe when the parent has other threads (a test process, a library caller).
+_EXEC = (
+    "import ctypes,os,signal,sys\n"
+    "ctypes.CDLL(None,use_errno=True).prctl(1,15,0,0,0)\n"
+    "for s in (signal.SIGPIPE,signal.SIGXFSZ):signal.signal(s,signal.SIG_DFL)\n"
+    "if os.getppid()!=int(sys.argv[1]):os._exit(143)\n"
+    "try:os.execvp(sys.argv[2],sys.argv[2:])\n"
+    "except OSError as e:\n"
+    " sys.stderr.write(sys.argv[2]+': cannot execute: '+str(e.strerror)+chr(10))\n"
+    " os._exit(127 if isinstance(e,FileNotFoundError) else 126)\n"
+)
+
+
+def _resolve(command: str, env: dict[str, str]) -> LaunchExit | None:
+    """Why ``command`` cannot be run (127 not found, 126 not executable), or None."""
+    if "/" in command:
+        if not os.path.exists(command):
+            return LaunchExit(127, None, f"{command}: command not found")
+        if os.path.isdir(command) or not os.access(command, os.X_OK):
+            return LaunchExit(126, None, f"{command}: cannot execute: Permission denied")
+        return None
+    if shutil.which(command, path=env.get("PATH", os.defpath)) is None:
+        return LaunchExit(127, None, f"{command}: command not found")
+    return None
+
+
+def _parent_map(proc_root: Path) -> dict[int, list[int]]:
+    """Each pid's children, from the parent field of every ``/proc/<pid>/stat``."""
+    parents: dict[int, list[int]] = {}
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return parents
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            data = (proc_root / name / "stat").read_bytes()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 1 :].split()
+        if len(fields) > 1 and fields[1].isdigit():
+            parents.setdefault(int(fields[1]), []).append(int(name))
+    return parents
+
+
+def descendants(
+    root: int, *, exclude: frozenset[int] = frozenset(), proc_root: Path = Path("/proc")
+) -> list[int]:
+    """Every live process whose parent chain reaches ``root`` (not ``root`` itself), read
+    from ``/proc`` now, leaving out the subtrees of the children of ``root`` in ``exclude``.
+    Zombies are included: they still need reaping."""
+    parents = _parent_map(proc_root)
+    found: list[int] = []
+    queue = [pid for pid in parents.get(root, []) if pid not in exclude]
+    while queue:
+        pid = queue.pop()
+        found.append(pid)
+        queue.extend(parents.get(pid, []))
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` now, from ``/proc``."""
+    return _parent_map(Path("/proc")).get(pid, [])
+
+
+@dataclass
+class Supervisor:
+    """Runs one command and supervises its tree; see the module's text."""
+
+    grace: float
+    enroll: EnrollServer | None = None
+    #: Called with a line for standard error (what was sent to whom, what could not be done).
+    say: Callable[[str], None] = lambda line: None
+    signals: list[int] = field(default_factory=list)
+    subreaper: bool = False
+    #: Children the caller had before the command started: not part of the launch's tree.
+    foreign: frozenset[int] = frozenset()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.signals.append(signum)
+
+    @contextmanager
+    def handlers(self) -> Iterator[None]:
+        """Record SIGINT, SIGTERM, SIGHUP and SIGQUIT while the block runs (the main thread
+        only; a signal ignored when ``ecpa run`` started stays ignored, as a shell leaves it).
+        Keep the block around everything up to the last file written: a signal then never
+        kills ``ecpa run`` half way through closing the launch."""
+        previous: dict[signal.Signals, _Handler] = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in FORWARDED:
+                current = signal.getsignal(signum)
+                if current is signal.SIG_IGN:
+                    continue
+                previous[signum] = current
+                signal.signal(signum, self._handle)
+        try:
+            yield
+        finally:
+            for signum, old in previous.items():
+                signal.signal(signum, old if old is not None else signal.SIG_DFL)
+
+    def run(self, command: Sequence[str], env: dict[str, str]) -> LaunchExit:
+        """Run ``command`` with ``env`` and supervise it until its whole tree is gone.
+
+        Raises nothing for a command that cannot be started: that is status 127 or 126.
+        """
+        me = os.getpid()
+        self.foreign = frozenset(_children(me))
+        self.subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        if not self.subreaper:
+            self.say("cannot become a child subreaper: orphans of the command leave the tree")
+        refused = _resolve(command[0], env)
+        if refused is not None:
+            return refused
+        wrapper = [sys.executable, "-I", "-S", "-c", _EXEC, str(me)]
+        try:
+            child = subprocess.Popen([*wrapper, *command], env=env, start_new_session=True)  # noqa: S603
+        except OSError as exc:
+            return LaunchExit(126, None, f"{command[0]}: cannot execute: {exc.strerror}")
+        return self._loop(child)
+
+    def _signal_tree(self, child: int | None, signum: int) -> int:
+        """Send ``signum`` to every process of the tree; return how many got it."""
+        targets = self.tree()
+        if child is not None and child not in targets:
+            targets.append(child)
+        sent = 0
+        for pid in targets:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+                sent += 1
+        return sent
+
+    def tree(self) -> list[int]:
+        """The processes of the launch's tree now (zombies included)."""
+        return descendants(os.getpid(), exclude=self.foreign)
+
+    def _reap(self, child: subprocess.Popen[bytes], result: list[LaunchExit]) -> None:
+        # Only the tree's own children: a caller's other children keep their exit statuses.
+        for pid in [p for p in _children(os.getpid()) if p not in self.foreign]:
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if done == child.pid:
+                exit_ = LaunchExit.from_wait_status(status)
+                child.returncode = -exit_.signal if exit_.signal else exit_.status
+                result.append(exit_)
+
+    def _wait(self, timeout: float) -> None:
+        fds = self.enroll.fds() if self.enroll is not None else []
+        try:
+            ready, _, _ = select.select(fds, [], [], timeout)
+        except (InterruptedError, OSError, ValueError):
+            ready = []
+        if self.enroll is not None:
+            self.enroll.serve(ready)
+
+    def _loop(self, child: subprocess.Popen[bytes]) -> LaunchExit:
+        result: list[LaunchExit] = []
+        term_at: float | None = None  # when the tree got its first stop signal
+        killed_at: float | None = None
+        handled = 0
+        while True:
+            self._reap(child, result)
+            now = time.monotonic()
+            while handled < len(self.signals):
+                signum = self.signals[handled]
+                handled += 1
+                if term_at is None:
+                    term_at = now
+                    self.say(f"{signal.Signals(signum).name}: passed on to the command's tree")
+                    self._signal_tree(None if result else child.pid, signum)
+                elif killed_at is None:
+                    killed_at = now
+                    self.say("second signal: SIGKILL to the command's tree")
+                    self._signal_tree(None if result else child.pid, signal.SIGKILL)
+            if result and term_at is None:  # the direct child exited by itself
+                term_at = now
+                if self._signal_tree(None, signal.SIGTERM):
+                    self.say("the command exited; SIGTERM to the processes it left behind")
+            if term_at is not None and killed_at is None and now - term_at >= self.grace:
+                killed_at = now
+                if self._signal_tree(None if result else child.pid, signal.SIGKILL):
+                    self.say(f"grace of {self.grace:g} s over: SIGKILL to the command's tree")
+            if result and not self.tree():
+                return result[0]
+            if killed_at is not None and now - killed_at > _KILL_WAIT_S:
+                left = self.tree()
+                self.say(f"processes that did not end after SIGKILL: {left}")
+                if result:
+                    return result[0]
+            self._wait(_POLL_S)

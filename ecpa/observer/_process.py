@@ -1,0 +1,145 @@
+"""The process-wide observer (RUNTIME.md "Observer"): made on first use from the launch
+binding in ``os.environ``, closed at interpreter exit, and made anew in a forked child.
+
+:func:`process_observer` returns None (the plugin then costs nothing) when there is no
+binding, and None with one warning when the binding or the key is unusable. It never
+blocks: a 0.1 key file is opened without blocking and must be a regular file; a 0.2 key is
+made in memory and enrolled from the observer's own thread, never the caller's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+import stat
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from ecpa._files import open_regular
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.observer._observer import (
+    DEFAULT_EMIT_INTERVAL_S,
+    EMIT_INTERVAL_ENV,
+    LIVE,
+    MAX_INTERVAL_S,
+    Observer,
+)
+from ecpa.profile.keys import MAX_KEY_FILE_BYTES, SigningKey
+from ecpa.runtime.process import launch_from_env
+
+__all__ = ["process_observer"]
+
+_EXIT_TIMEOUT_S = 2.0
+_LOG = logging.getLogger("ecpa.observer")
+
+
+def _bad(detail: str) -> EcpaError:
+    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+def _interval_from_env(env: Mapping[str, str]) -> float:
+    text = env.get(EMIT_INTERVAL_ENV)
+    if text is None or text == "":
+        return DEFAULT_EMIT_INTERVAL_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_INTERVAL_S):
+        raise _bad(
+            f"expected {EMIT_INTERVAL_ENV} as seconds in (0, {MAX_INTERVAL_S:g}], "
+            f"found {text[:40]!r}"
+        )
+    return value
+
+
+def _load_key(path: Path) -> SigningKey:
+    """The 0.1 launch key: a regular file (no symlink, no FIFO: opening never blocks), read
+    with a bound, refused when anyone but its owner may read it (RUNTIME.md: 0600)."""
+    with open_regular(path, ErrorCode.INVALID_KEY) as fh:
+        mode = os.fstat(fh.fileno()).st_mode
+        if stat.S_IMODE(mode) & 0o077:
+            raise EcpaError(
+                ErrorCode.INVALID_KEY,
+                f"expected key file {path} with mode 0600, found {stat.S_IMODE(mode):04o}",
+            )
+        data = fh.read(MAX_KEY_FILE_BYTES + 1)
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise EcpaError(
+            ErrorCode.INVALID_KEY,
+            f"expected a key file of at most {MAX_KEY_FILE_BYTES} bytes at {path}",
+        )
+    return SigningKey.from_pem(data)
+
+
+def _from_env(env: Mapping[str, str]) -> Observer | None:
+    # Only what this code raises is caught: an exception of the host (a signal handler's
+    # stop, KeyboardInterrupt) passes through untouched.
+    try:
+        launch = launch_from_env(env)
+        if launch is None:
+            return None
+        interval = _interval_from_env(env)
+        if launch.version == "0.2":
+            return Observer(launch, emit_interval_s=interval)
+        assert launch.signing_key_file is not None
+        return Observer(launch, _load_key(launch.signing_key_file), emit_interval_s=interval)
+    except EcpaError as exc:
+        reason = f"{exc.code.value}: {exc.detail}"
+    _LOG.warning("ecpa observer inactive, no runtime evidence will be emitted: %s", reason)
+    return None
+
+
+_CACHE_LOCK = threading.Lock()
+_resolved = False
+_observer: Observer | None = None
+
+
+def process_observer() -> Observer | None:
+    """The process-wide observer, created on the first call from ``os.environ``.
+
+    None when no launch binding is set. None, with one warning logged (logger
+    ``ecpa.observer``), when the binding is partial or malformed, ``ECPA_EMIT_INTERVAL_S``
+    is not a number of seconds in (0, 86400], or the key is unreadable or not mode 0600:
+    the observer then stays inactive rather than sign for the wrong launch. Later calls
+    return the same answer without a lock; a child forked after creation gets None (its
+    records would claim the parent's identity). Raises nothing.
+    """
+    global _resolved, _observer
+    if _resolved:
+        return _observer
+    with _CACHE_LOCK:
+        if not _resolved:
+            _observer = _from_env(os.environ)
+            _resolved = True
+        return _observer
+
+
+def _reset_for_tests() -> None:
+    """Close and forget the process-wide observer, so the next call reads the environment."""
+    global _resolved, _observer
+    with _CACHE_LOCK:
+        observer, _observer, _resolved = _observer, None, False
+    if observer is not None:
+        observer.close(timeout=1.0)
+
+
+def _after_fork_in_child() -> None:
+    global _CACHE_LOCK, _resolved, _observer
+    _CACHE_LOCK = threading.Lock()
+    _observer, _resolved = None, True
+    for observer in list(LIVE):
+        observer._after_fork_in_child()
+
+
+def _close_at_exit() -> None:
+    for observer in list(LIVE):
+        observer.close(timeout=_EXIT_TIMEOUT_S)
+
+
+atexit.register(_close_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,203 @@
+"""What a manager is asked to launch: a :class:`Plan` (schema ``ecpa-plan/0.2``; ``0.1``
+still read): the plugin, its artifact digest, the issuer, the evidence cadence and the
+obligated slots (RUNTIME.md "Slots").
+
+Plan files are strict JSON (PROFILE §4: UTF-8, no duplicate member, safe integers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, replace
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
+from ecpa.profile.jcs import canonicalize
+from ecpa.profile.statement import SafeInt, Sha256Digest, describe_validation
+from ecpa.runtime.launch import DEFAULT_SLOTS, LAUNCH_SCHEMA, LAUNCH_SUBJECT, Slot, slots_from_list
+from ecpa.runtime.process import ProcessIdentity
+
+__all__ = [
+    "MAX_EMIT_INTERVAL_S",
+    "PLAN_SCHEMA",
+    "PLAN_SCHEMA_01",
+    "Plan",
+    "launch_document",
+    "plan_from_bytes",
+    "plan_from_dict",
+]
+
+PLAN_SCHEMA = "ecpa-plan/0.2"
+PLAN_SCHEMA_01 = "ecpa-plan/0.1"
+#: The longest statement lifetime (RUNTIME.md: ``expires_at - issued_at`` <= 300).
+MAX_TTL_S = 300
+#: At most a third of the longest lifetime: a statement issued every interval then always
+#: outlives the wait for the next one, with room for one lost record.
+MAX_EMIT_INTERVAL_S = MAX_TTL_S // 3
+_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+def _bad(detail: str) -> EcpaError:
+    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+def _printable(value: str) -> str:
+    if not value.isprintable():  # it goes into the environment and into statements
+        raise ValueError(f"expected printable text, found {value!r}")
+    return value
+
+
+_Text = Annotated[
+    str, Field(strict=True, min_length=1, max_length=1024), AfterValidator(_printable)
+]
+_Seconds = Annotated[int, Field(strict=True, ge=1, le=MAX_SAFE_INTEGER)]
+
+
+class _PlanDoc(BaseModel):
+    model_config = _STRICT
+    plan_id: _Text | None = None
+    plugin_id: _Text
+    artifact_digest: Sha256Digest
+    issuer: _Text | None = None
+    process_epoch: SafeInt = 1
+    emit_interval_s: Annotated[int, Field(strict=True, ge=1, le=MAX_EMIT_INTERVAL_S)] = 1
+    heartbeat_window_s: _Seconds | None = None
+    max_duration_s: _Seconds = 86400
+    slots: list[Any] | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a manager launches (schema ``ecpa-plan/0.2``): the plugin and its artifact, who
+    signs, the evidence cadence and the obligated slots. Build it with
+    :func:`plan_from_dict`, which checks it."""
+
+    plan_id: str
+    plugin_id: str
+    artifact_digest: str
+    issuer: str
+    process_epoch: int = 1
+    emit_interval_s: int = 1
+    heartbeat_window_s: int = 3
+    max_duration_s: int = 86400
+    slots: tuple[Slot, ...] = DEFAULT_SLOTS
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan document (schema ``ecpa-plan/0.2``), every member given
+        (``plan_from_dict`` reads it back)."""
+        doc = {k: v for k, v in asdict(self).items() if k != "slots"}
+        return {"schema": PLAN_SCHEMA, **doc, "slots": [s.to_dict() for s in self.slots]}
+
+
+def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Plan:
+    """A checked :class:`Plan` from a plan document (schema ``ecpa-plan/0.2``, or
+    ``ecpa-plan/0.1``: no ``slots``, the one slot ``scheduler.0``).
+
+    Defaults: ``issuer`` ``default_issuer``, ``process_epoch`` 1, ``emit_interval_s`` 1
+    (whole seconds, 1 to 100: a third of the longest statement lifetime, 300 s),
+    ``heartbeat_window_s`` ``3 * emit_interval_s`` (given: at least the interval),
+    ``max_duration_s`` 86400, ``slots`` ``[{"role": "scheduler", "ordinal": 0}]``, and
+    ``plan_id`` ``plan:sha256:`` + the SHA-256 of the RFC 8785 bytes of the document with
+    every default filled in and without ``plan_id`` (for a 0.1 plan: its 0.1 form).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming the member (unknown members included).
+    """
+    schema = doc.get("schema")
+    if schema not in (PLAN_SCHEMA, PLAN_SCHEMA_01):
+        raise _bad(
+            f"{what}: expected member 'schema' {PLAN_SCHEMA!r} (or {PLAN_SCHEMA_01!r}), "
+            f"found {schema!r}"
+        )
+    allowed = {"schema", *_PlanDoc.model_fields}
+    if schema == PLAN_SCHEMA_01:
+        allowed.discard("slots")
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise _bad(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
+    try:
+        parsed = _PlanDoc(**{k: v for k, v in doc.items() if k != "schema"})
+    except ValidationError as exc:
+        raise _bad(f"{what}: {describe_validation(exc, what)}") from None
+    slots = DEFAULT_SLOTS if parsed.slots is None else slots_from_list(parsed.slots, what)
+    interval = parsed.emit_interval_s
+    window = parsed.heartbeat_window_s
+    if window is None:
+        window = 3 * interval  # RUNTIME.md: default 3x the emit interval
+    elif window < interval:  # a window shorter than the cadence makes every status stale
+        raise _bad(
+            f"{what}: expected member 'heartbeat_window_s' >= emit_interval_s "
+            f"({interval}), found {window}"
+        )
+    resolved = Plan(
+        plan_id="",
+        plugin_id=parsed.plugin_id,
+        artifact_digest=parsed.artifact_digest,
+        issuer=parsed.issuer if parsed.issuer is not None else default_issuer,
+        process_epoch=parsed.process_epoch,
+        emit_interval_s=interval,
+        heartbeat_window_s=window,
+        max_duration_s=parsed.max_duration_s,
+        slots=slots,
+    )
+    if parsed.plan_id is not None:
+        return replace(resolved, plan_id=parsed.plan_id)
+    content = {k: v for k, v in resolved.to_dict().items() if k != "plan_id"}
+    if schema == PLAN_SCHEMA_01:  # the same plan_id a 0.1 plan always had
+        content = {k: v for k, v in content.items() if k != "slots"}
+        content["schema"] = PLAN_SCHEMA_01
+    digest = hashlib.sha256(canonicalize(content)).hexdigest()
+    return replace(resolved, plan_id=f"plan:sha256:{digest}")
+
+
+def plan_from_bytes(data: bytes, what: str, *, default_issuer: str) -> Plan:
+    """:func:`plan_from_dict` over a plan file's bytes (strict JSON, PROFILE §4).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for JSON that is not a plan, naming the member.
+    """
+    try:
+        doc = parse_object(data, what=what)
+    except EcpaError as exc:
+        raise _bad(f"{exc.code.value}: {exc.detail}") from None
+    return plan_from_dict(doc, what, default_issuer=default_issuer)
+
+
+def launch_document(
+    plan: Plan,
+    *,
+    launch_id: str,
+    challenge: str,
+    started_at: int,
+    supervisor: ProcessIdentity,
+    enroll_socket: str = "enroll.sock",
+) -> dict[str, Any]:
+    """The ``launch.json`` (schema ``ecpa-launch/0.2``) of one launch of ``plan``
+    (RUNTIME.md "Launch directory", "Slots", "Process keys"); :func:`launch_from_file` reads
+    it back. ``supervisor`` is ``ecpa run``'s own identity."""
+    return {
+        "schema": LAUNCH_SCHEMA,
+        "plan_id": plan.plan_id,
+        "launch_id": launch_id,
+        "plugin_id": plan.plugin_id,
+        "artifact_digest": plan.artifact_digest,
+        "process_epoch": plan.process_epoch,
+        "challenge": challenge,
+        "issuer": plan.issuer,
+        "subject": LAUNCH_SUBJECT,
+        "started_at": started_at,
+        "emit_interval_s": plan.emit_interval_s,
+        "heartbeat_window_s": plan.heartbeat_window_s,
+        "max_duration_s": plan.max_duration_s,
+        "slots": [s.to_dict() for s in plan.slots],
+        "supervisor": {
+            "host": supervisor.host,
+            "pid": supervisor.pid,
+            "start_ticks": supervisor.start_ticks,
+            "boot_id": supervisor.boot_id,
+        },
+        "enroll_socket": enroll_socket,
+    }

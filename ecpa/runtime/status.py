@@ -1,0 +1,265 @@
+"""The I/O edge of the derivation (RUNTIME.md "Deriving runtime_effective"): read a launch's
+files, ask ``/proc``, and call the pure :mod:`ecpa.runtime.derive`.
+
+Everything is read as the writer writes it: no symlink followed, nothing but regular files
+(``ecpa._files.open_regular``), and a launch directory or evidence directory that another
+user owns or that group or others may write is refused, naming the path and its mode (like
+ssh's StrictModes): whoever can write there can write the trust store too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import BinaryIO
+
+from ecpa._files import check_private_dir, describe_mode, open_regular
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.fence import ReplayFence
+from ecpa.profile.trust import TrustStore
+from ecpa.runtime.derive import derive, derive_launch
+from ecpa.runtime.evidence import LogLine, read_log
+from ecpa.runtime.launch import ExpectedLaunch, launch_ended, launch_from_file
+from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, descends_from
+from ecpa.runtime.replay import SqliteReplayFence
+from ecpa.runtime.verdict import RuntimeStatus
+
+__all__ = ["open_fence", "status_from_files", "status_from_launch_dir"]
+
+_LOG_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\.[0-9]{1,5}-[0-9]{1,20}-[0-9]{1,20}\.jsonl")
+#: A launch has at most this many process logs read (a directory flooded with files is
+#: reported, not read to the end).
+MAX_LOGS = 4096
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _bad(detail: str) -> EcpaError:
+    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+def open_fence(replay_db: Path | None) -> ReplayFence | None:
+    """The durable fence at ``replay_db`` (SQLite), or None.
+
+    Raises:
+        EcpaError: ``ECPA_REPLAY_STORE`` when it cannot be used.
+    """
+    return None if replay_db is None else SqliteReplayFence(replay_db)
+
+
+def status_from_files(
+    evidence_log: Path,
+    trust: Path,
+    expected: ExpectedLaunch,
+    *,
+    now: int,
+    proc_root: Path = Path("/proc"),
+    host: str | None = None,
+    replay_db: Path | None = None,
+    max_idle: int | None = None,
+) -> RuntimeStatus:
+    """:func:`~ecpa.runtime.derive.derive` over the log at ``evidence_log`` with the trust
+    store at ``trust``, liveness from ``proc_root`` (``host`` defaults to this host's name).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a log that is not a readable regular file;
+            ``ATTESTATION_TRUST_STORE_CONFIG`` for a bad trust store; ``ECPA_REPLAY_STORE``
+            for a replay database that cannot be used.
+    """
+    store = TrustStore.load(trust)
+
+    def alive(identity: ProcessIdentity) -> Liveness:
+        return check_alive(identity, proc_root=proc_root, host=host)
+
+    with ExitStack() as stack:
+        stream = stack.enter_context(open_regular(evidence_log, ErrorCode.INVALID_INPUT))
+        fence = open_fence(replay_db)
+        if fence is not None:
+            stack.callback(getattr(fence, "close", lambda: None))
+        return derive(
+            read_log(stream),
+            store,
+            expected,
+            now=now,
+            liveness=alive,
+            replay=fence,
+            max_idle=max_idle,
+        )
+
+
+def _process_logs(
+    directory: Path, stack: ExitStack
+) -> tuple[dict[str, Iterator[LogLine]], list[str]]:
+    """Each ``<kid>.jsonl`` in ``directory`` opened (relative to the directory, opened once,
+    never through a symlink), and reasons for what was skipped."""
+    try:
+        dir_fd = os.open(directory, _DIR_FLAGS)
+    except FileNotFoundError:
+        return {}, [f"no evidence directory {directory} yet"]
+    except OSError as exc:
+        raise _bad(
+            f"expected an evidence directory at {directory}, found: {exc.strerror}"
+        ) from None
+    stack.callback(os.close, dir_fd)
+    logs: dict[str, Iterator[LogLine]] = {}
+    skipped: list[str] = []
+    names = sorted(os.listdir(dir_fd))
+    for name in names:
+        if not _LOG_NAME.fullmatch(name):
+            if not name.startswith("."):
+                skipped.append(
+                    f"file {name!r}: not a process log "
+                    "(<role>.<ordinal>-<pid>-<ticks>.jsonl), skipped"
+                )
+            continue
+        if len(logs) >= MAX_LOGS:
+            skipped.append(f"more than {MAX_LOGS} process logs: the rest not read")
+            break
+        try:
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+            )
+        except OSError as exc:
+            skipped.append(f"file {name!r}: not readable as a log ({exc.strerror}), skipped")
+            continue
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            skipped.append(f"file {name!r}: {describe_mode(mode)}, not a log, skipped")
+            continue
+        os.set_blocking(fd, True)
+        stream: BinaryIO = stack.enter_context(os.fdopen(fd, "rb"))
+        logs[name] = read_log(stream)
+    return logs, skipped
+
+
+def status_from_launch_dir(
+    directory: Path,
+    *,
+    now: int,
+    proc_root: Path = Path("/proc"),
+    host: str | None = None,
+    replay_db: Path | None = None,
+    max_idle: int | None = None,
+) -> RuntimeStatus:
+    """The status of a launch directory written by ``ecpa run``.
+
+    0.2 (``launch.json`` with slots and the supervisor): ``trust.json`` and one log per
+    process in ``evidence/<launch_id>/``, each slot decided by :func:`derive_launch`, with
+    the supervisor's liveness and each process's descent from it. 0.1: the one log
+    ``evidence/<launch_id>.jsonl`` by the 0.1 rules, and reasons that say which 0.2 checks
+    could not be made. Once the launch has ended (``exit.json``) the status is false,
+    whatever the evidence says (even none), and the first reason says how it ended.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a launch or evidence directory of another user
+            or writable by group or others, a ``launch.json`` that is not one, or an
+            unreadable log; as :func:`status_from_files`.
+    """
+    check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
+    expected = launch_from_file(directory / "launch.json")
+    ended = launch_ended(directory / "exit.json")
+    evidence = directory / "evidence"
+    if os.path.lexists(evidence):
+        check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
+    try:
+        if expected.version == "0.1":
+            status = _status_01(directory, expected, now, proc_root, host, replay_db, max_idle)
+        else:
+            status = _status_02(
+                directory, expected, now, proc_root, host, replay_db, max_idle, ended
+            )
+    except EcpaError as exc:
+        if ended is None or exc.code is ErrorCode.REPLAY_STORE:
+            raise
+        return RuntimeStatus(
+            False,
+            (ended, f"evidence unreadable: {exc.detail}"),
+            None,
+            None,
+            0,
+            {},
+            0,
+            None,
+            (),
+            now,
+        )
+    if ended is None:
+        return status
+    return replace(status, effective=False, reasons=(ended, *status.reasons))
+
+
+_V01_NOTE = (
+    "0.1 launch: one shared launch key, no supervisor identity, no enrollment; not checked: "
+    "that the key was enrolled for the process a record names, that the process descends "
+    "from the supervisor, that the supervisor is alive"
+)
+
+
+def _status_01(
+    directory: Path,
+    expected: ExpectedLaunch,
+    now: int,
+    proc_root: Path,
+    host: str | None,
+    replay_db: Path | None,
+    max_idle: int | None,
+) -> RuntimeStatus:
+    log = directory / "evidence" / f"{expected.launch_id}.jsonl"
+    status = status_from_files(
+        log,
+        directory / "trust.json",
+        expected,
+        now=now,
+        proc_root=proc_root,
+        host=host,
+        replay_db=replay_db,
+        max_idle=max_idle,
+    )
+    return replace(status, reasons=(*status.reasons, _V01_NOTE))
+
+
+def _status_02(
+    directory: Path,
+    expected: ExpectedLaunch,
+    now: int,
+    proc_root: Path,
+    host: str | None,
+    replay_db: Path | None,
+    max_idle: int | None,
+    ended: str | None,
+) -> RuntimeStatus:
+    store = TrustStore.load(directory / "trust.json")
+    boss = expected.supervisor
+    assert boss is not None
+
+    def alive(identity: ProcessIdentity) -> Liveness:
+        return check_alive(identity, proc_root=proc_root, host=host)
+
+    def descends(identity: ProcessIdentity) -> bool:
+        return descends_from(identity.pid, boss.pid, proc_root=proc_root)
+
+    supervisor = alive(boss)
+    if ended is not None:  # its end was recorded: no need for it to be alive
+        supervisor = Liveness(True, "recorded the launch's end")
+    with ExitStack() as stack:
+        logs, skipped = _process_logs(directory / "evidence" / expected.launch_id, stack)
+        fence = open_fence(replay_db)
+        if fence is not None:
+            stack.callback(getattr(fence, "close", lambda: None))
+        return derive_launch(
+            logs,
+            store,
+            expected,
+            now=now,
+            liveness=alive,
+            descends=descends if supervisor.alive else None,
+            supervisor=supervisor,
+            replay=fence,
+            max_idle=max_idle,
+            skipped=skipped,
+        )

@@ -1,0 +1,75 @@
+"""One evidence log as a derivation walks it (RUNTIME.md "Deriving runtime_effective"
+condition 5): what was accepted and refused, gaps, torn lines, and the newest record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.fence import ReplayFence, record_nonce, replayed
+from ecpa.runtime.records import Accepted
+
+__all__ = ["MAX_LISTED", "Stream"]
+
+#: Refused records named one by one in ``reasons``; the rest are only counted.
+MAX_LISTED = 20
+
+
+@dataclass
+class Stream:
+    """What the walk over one log has seen."""
+
+    name: str | None = None
+    accepted: int = 0
+    refused: dict[str, int] = field(default_factory=dict)
+    listed: list[str] = field(default_factory=list)
+    unlisted: int = 0
+    expired: int = 0
+    torn: int = 0
+    seqs: set[int] = field(default_factory=set)
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    newest: Accepted | None = None
+
+    def refuse(self, number: int, exc: EcpaError) -> None:
+        code = exc.code.value
+        self.refused[code] = self.refused.get(code, 0) + 1
+        if exc.code is ErrorCode.EXPIRED:  # old history in a long log: summarized, not listed
+            self.expired += 1
+        elif len(self.listed) < MAX_LISTED:
+            where = f"{self.name} line {number}" if self.name else f"line {number}"
+            self.listed.append(f"{where}: {code}: {exc.detail}")
+        else:
+            self.unlisted += 1
+
+    def accept(self, rec: Accepted, fence: ReplayFence) -> None:
+        """Condition 5: sequence numbers only grow; each nonce is accepted once, last."""
+        last = self.newest.seq if self.newest else None
+        if last is not None and rec.seq <= last and rec.seq not in self.seqs:
+            raise EcpaError(
+                ErrorCode.REPLAYED_NONCE,
+                f"expected seq > {last} (sequence numbers only grow), found {rec.seq}",
+            )
+        st = rec.statement
+        record_nonce(
+            fence, st.challenge_nonce, expires_at=st.expires_at, fingerprint=rec.fingerprint
+        )
+        if rec.seq in self.seqs:  # the same record twice in one log: a replay within it
+            raise replayed(st.challenge_nonce)
+        if last is not None and rec.seq > last + 1:
+            self.gaps.append((last + 1, rec.seq - 1))
+        self.seqs.add(rec.seq)
+        self.accepted += 1
+        self.newest = rec
+
+    def notes(self) -> list[str]:
+        """Gaps, torn lines, expired and refused records, for ``reasons``."""
+        where = f"{self.name}: " if self.name else ""
+        notes = [f"{where}gap: seq {a}..{b} missing" for a, b in self.gaps]
+        if self.torn:
+            notes.append(f"{where}torn: {self.torn} line(s) cut short by a crash, skipped")
+        if self.expired:
+            notes.append(f"{where}expired: {self.expired} older record(s) past expires_at, skipped")
+        notes.extend(self.listed)
+        if self.unlisted:
+            notes.append(f"{where}... and {self.unlisted} more refused record(s)")
+        return notes

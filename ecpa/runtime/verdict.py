@@ -1,0 +1,263 @@
+"""The verdict of a derivation (RUNTIME.md "Deriving runtime_effective", "Slots"): from the
+streams a walk produced to :class:`RuntimeStatus`, with its reasons, for true and for false.
+
+The newest accepted record of a process decides for it: selections > 0 (condition 2), its
+process alive now (condition 3: same host, boot, pid and start ticks) and, in a 0.2 launch,
+still a descendant of the supervisor, and fresh (condition 4: issued within the heartbeat
+window and not expired); with ``max_idle``, its newest dispatch that recent. A slot is
+covered by exactly one live process; two live processes in one slot, or one process in two
+slots, is a conflict; a dead process replaced by a live one is superseded, not a conflict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ecpa.errors import EcpaError
+from ecpa.profile.statement import Statement
+from ecpa.runtime.launch import ExpectedLaunch, Slot
+from ecpa.runtime.process import Liveness, ProcessIdentity
+from ecpa.runtime.records import Accepted
+from ecpa.runtime.stream import Stream
+
+__all__ = ["Judge", "RuntimeStatus", "SlotStatus"]
+
+
+@dataclass(frozen=True)
+class SlotStatus:
+    """One obligated slot at ``now``: who covers it (or why nobody does)."""
+
+    slot: str
+    covered: bool
+    process: ProcessIdentity | None
+    kid: str | None
+    newest_seq: int | None
+    age_s: int | None
+    last_dispatch_at: int | None
+    counters: dict[str, Any] | None
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RuntimeStatus:
+    """The derivation's answer, with its reasons (never empty, for true and for false)."""
+
+    effective: bool
+    reasons: tuple[str, ...]
+    newest: Statement | None
+    counters: dict[str, Any] | None
+    accepted: int
+    refused: dict[str, int]
+    torn: int
+    last_seq: int | None
+    gaps: tuple[tuple[int, int], ...]
+    #: The derivation time.
+    now: int | None = None
+    #: One entry per obligated slot (0.2 launches; a 0.1 log decides for ``scheduler.0``).
+    slots: tuple[SlotStatus, ...] = ()
+    version: str = "0.1"
+
+
+class Judge:
+    """Applies the conditions to streams, asking about each process at most once."""
+
+    def __init__(
+        self,
+        expected: ExpectedLaunch,
+        now: int,
+        liveness: Callable[[ProcessIdentity], Liveness],
+        *,
+        descends: Callable[[ProcessIdentity], bool] | None = None,
+        max_idle: int | None = None,
+    ) -> None:
+        self.expected = expected
+        self.now = now
+        self._liveness = liveness
+        self._descends = descends
+        self.max_idle = max_idle
+        self._alive: dict[ProcessIdentity, Liveness] = {}
+
+    def alive(self, identity: ProcessIdentity) -> Liveness:
+        """Condition 3, asked once per process; an ``EcpaError`` is "unknown", so false."""
+        if identity not in self._alive:
+            try:
+                self._alive[identity] = self._liveness(identity)
+            except EcpaError as exc:
+                self._alive[identity] = Liveness(False, f"process liveness unknown: {exc.detail}")
+        return self._alive[identity]
+
+    def checks(self, rec: Accepted, count: int) -> tuple[list[str], list[str]]:
+        """The failed and passed conditions of a process's newest record."""
+        failed: list[str] = []
+        passed = [f"{count} record(s) accepted, newest seq {rec.seq}"]
+        counters, st = rec.counters, rec.statement
+        if counters["selections"] > 0:  # condition 2
+            passed.append(
+                f"selections {counters['selections']} of {counters['calls']} calls "
+                f"(abstentions {counters['abstentions']}, failures {counters['failures']})"
+            )
+        else:
+            failed.append("no selections: the plugin has not chosen a victim yet")
+        age, window = self.now - st.issued_at, self.expected.heartbeat_window_s
+        freshness = f"newest statement issued {age} s ago, heartbeat window {window} s"
+        if st.issued_at >= self.now - window and st.expires_at >= self.now:  # condition 4
+            passed.append(f"fresh: {freshness}")
+        else:
+            failed.append(f"stale: {freshness}")
+        if self.max_idle is not None:
+            self._idle(counters.get("last_dispatch_at"), failed, passed)
+        alive = self.alive(rec.identity)  # condition 3
+        (passed if alive.alive else failed).append(alive.reason)
+        if alive.alive and self._descends is not None:
+            if self._descends(rec.identity):
+                passed.append(f"process {rec.identity.pid} descends from the supervisor")
+            else:
+                failed.append(
+                    f"process {rec.identity.pid} is not a descendant of the launch's supervisor"
+                )
+        if counters["dropped"]:
+            passed.append(f"note: the observer dropped {counters['dropped']} record(s)")
+        return failed, passed
+
+    def _idle(self, last: object, failed: list[str], passed: list[str]) -> None:
+        assert self.max_idle is not None
+        if type(last) is not int:
+            failed.append(
+                "idle unknown: no last_dispatch_at in the newest record "
+                f"(--max-idle {self.max_idle})"
+            )
+            return
+        idle = self.now - last
+        text = f"newest dispatch {idle} s ago, --max-idle {self.max_idle} s"
+        (failed if idle > self.max_idle else passed).append(
+            f"{'idle' if idle > self.max_idle else 'busy'}: {text}"
+        )
+
+    def single(self, stream: Stream) -> RuntimeStatus:
+        """The verdict from one log: its newest accepted statement decides."""
+        failed: list[str] = []
+        passed: list[str] = []
+        rec = stream.newest
+        if rec is None:
+            failed.append("no valid evidence: no record of this launch verified")
+        else:
+            failed, passed = self.checks(rec, stream.accepted)
+        return RuntimeStatus(
+            effective=not failed,
+            reasons=tuple(failed + passed + stream.notes()),
+            newest=rec.statement if rec else None,
+            counters=rec.counters if rec else None,
+            accepted=stream.accepted,
+            refused=dict(stream.refused),
+            torn=stream.torn,
+            last_seq=rec.seq if rec else None,
+            gaps=tuple(stream.gaps),
+            now=self.now,
+            slots=(self._slot_status(self.expected.slots[0], rec, not failed, failed + passed),),
+            version=self.expected.version,
+        )
+
+    def _slot_status(
+        self, slot: Slot, rec: Accepted | None, covered: bool, reasons: Sequence[str]
+    ) -> SlotStatus:
+        if rec is None:
+            return SlotStatus(slot.name, False, None, None, None, None, None, None, tuple(reasons))
+        last = rec.counters.get("last_dispatch_at")
+        return SlotStatus(
+            slot.name,
+            covered,
+            rec.identity,
+            rec.statement.kid,
+            rec.seq,
+            self.now - rec.statement.issued_at,
+            last if type(last) is int else None,
+            rec.counters,
+            tuple(reasons),
+        )
+
+    def _slot(
+        self, slot: Slot, streams: list[Stream], claims: dict[ProcessIdentity, set[Slot]]
+    ) -> SlotStatus:
+        if not streams:
+            return self._slot_status(slot, None, False, ["no evidence"])
+        live = [s for s in streams if s.newest is not None and self.alive(s.newest.identity).alive]
+        dead = [s for s in streams if s not in live and s.newest is not None]
+        if len(live) > 1:
+            pids = sorted(s.newest.identity.pid for s in live if s.newest is not None)
+            reason = f"conflict: {len(live)} live processes claim it (pids {pids})"
+            newest = max(live, key=lambda s: s.newest.statement.issued_at if s.newest else 0)
+            return self._slot_status(slot, newest.newest, False, [reason])
+        if not live:
+            newest = max(
+                dead,
+                key=lambda s: (s.newest.statement.issued_at, s.newest.seq) if s.newest else (0, 0),
+            )
+            assert newest.newest is not None
+            failed, passed = self.checks(newest.newest, newest.accepted)
+            return self._slot_status(slot, newest.newest, False, failed + passed)
+        stream = live[0]
+        rec = stream.newest
+        assert rec is not None
+        failed, passed = self.checks(rec, stream.accepted)
+        other = sorted(s.name for s in claims.get(rec.identity, set()) if s != slot)
+        if other:
+            failed.insert(0, f"conflict: process {rec.identity.pid} also claims slot(s) {other}")
+        passed.extend(
+            f"superseded: pid {s.newest.identity.pid} (not alive) "
+            f"replaced by pid {rec.identity.pid}"
+            for s in dead
+            if s.newest is not None
+        )
+        return self._slot_status(slot, rec, not failed, failed + passed)
+
+    def launch(
+        self, streams: Iterable[Stream], *, supervisor: Liveness | None, skipped: list[str]
+    ) -> RuntimeStatus:
+        """The verdict for a 0.2 launch: every obligated slot covered, supervisor alive."""
+        walked = list(streams)
+        by_slot: dict[Slot, list[Stream]] = {}
+        claims: dict[ProcessIdentity, set[Slot]] = {}
+        for stream in walked:
+            if stream.newest is not None:
+                by_slot.setdefault(stream.newest.slot, []).append(stream)
+                claims.setdefault(stream.newest.identity, set()).add(stream.newest.slot)
+        slots = tuple(self._slot(s, by_slot.get(s, []), claims) for s in self.expected.slots)
+        failed: list[str] = []
+        passed: list[str] = []
+        if supervisor is not None:
+            if supervisor.alive:
+                passed.append(f"supervisor: {supervisor.reason}")
+            else:
+                failed.append(f"supervisor not alive: {supervisor.reason}")
+        covered = sum(s.covered for s in slots)
+        line = f"coverage: {covered}/{len(slots)} slots"
+        (passed if covered == len(slots) else failed).append(line)
+        for slot in slots:
+            target = passed if slot.covered else failed
+            target.append(f"slot {slot.slot}: {'covered' if slot.covered else 'not covered'}")
+            target.extend(f"slot {slot.slot}: {reason}" for reason in slot.reasons)
+        notes = [*skipped]
+        for stream in walked:
+            notes.extend(stream.notes())
+        accepted = [s.newest for s in walked if s.newest is not None]
+        newest = max(accepted, key=lambda r: (r.statement.issued_at, r.seq), default=None)
+        refused: dict[str, int] = {}
+        for stream in walked:
+            for code, n in stream.refused.items():
+                refused[code] = refused.get(code, 0) + n
+        return RuntimeStatus(
+            effective=not failed,
+            reasons=tuple(failed + passed + notes),
+            newest=newest.statement if newest else None,
+            counters=newest.counters if newest else None,
+            accepted=sum(s.accepted for s in walked),
+            refused=refused,
+            torn=sum(s.torn for s in walked),
+            last_seq=newest.seq if newest else None,
+            gaps=tuple(gap for s in walked for gap in s.gaps),
+            now=self.now,
+            slots=slots,
+            version="0.2",
+        )
