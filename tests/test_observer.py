@@ -7,6 +7,7 @@ import itertools
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -36,6 +37,7 @@ from ecpa.runtime.derive import RuntimeStatus, derive
 from ecpa.runtime.evidence import Evidence, EvidenceLog, read_log
 from ecpa.runtime.launch import ExpectedLaunch
 from ecpa.runtime.process import (
+    BINDING_ENV_NAMES,
     ENV_NAMES,
     LaunchEnvironment,
     Liveness,
@@ -147,7 +149,7 @@ def make_observer(tmp_path: Path) -> Iterator[Callable[..., Observer]]:
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    for name in (*ENV_NAMES, EMIT_INTERVAL_ENV):
+    for name in (*BINDING_ENV_NAMES, EMIT_INTERVAL_ENV):
         monkeypatch.delenv(name, raising=False)
     observer_module._reset_for_tests()
     yield monkeypatch
@@ -561,3 +563,78 @@ def test_forked_child_emits_nothing_in_the_parents_name(
         code=ErrorCode.INVALID_RECORD,
     )
     assert json.loads(payload)["process"]["start_identity"] == read_identity().start_identity
+
+
+# -- issue 13: the first record at once; never block, never catch the host's exceptions ----
+
+
+def test_the_first_record_comes_with_the_first_dispatch(
+    make_observer: Callable[..., Observer],
+) -> None:
+    """Fact 8: the first record came one emit interval after the start."""
+    obs = make_observer(emit_interval_s=60.0)
+    time.sleep(0.2)
+    assert obs.snapshot()["seq"] == 0  # no dispatch yet, a minute's interval: nothing
+    obs.count(SELECTION)
+    assert wait_until(lambda: obs.snapshot()["written"] == 1, timeout=5.0)
+    [record] = counters_in(obs.log_path)
+    assert (record["calls"], record["selections"]) == (1, 1)
+    assert record["last_dispatch_at"] is not None
+    assert abs(record["last_dispatch_at"] - time.time()) < 5
+
+
+class HostStop(Exception):
+    """What a host's signal handler raises to stop (the driver's _Stop is one)."""
+
+
+def test_the_hosts_exception_passes_through_process_observer(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """Fact 9: the observer's broad ``except`` swallowed the driver's own stop exception."""
+
+    def interrupted(env: object) -> None:
+        raise HostStop("SIGTERM during the lookup")
+
+    clean_env.setattr(observer_module, "launch_from_env", interrupted)
+    with pytest.raises(HostStop):
+        process_observer()
+
+    def ctrl_c(env: object) -> None:
+        raise KeyboardInterrupt
+
+    clean_env.setattr(observer_module, "launch_from_env", ctrl_c)
+    observer_module._reset_for_tests()
+    with pytest.raises(KeyboardInterrupt):
+        process_observer()
+
+
+def test_a_02_observer_never_blocks_the_caller_on_its_socket(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fact 9: nothing that can block (file, key, socket) on the scheduler's thread. The
+    enrollment socket here accepts and never answers: the caller is not held up; the
+    emitter thread gives up, warns once, and drops (counts) what it could not sign for."""
+    sock_path = tmp_path / "enroll.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock_path))
+    server.listen(8)
+    try:
+        launch = make_launch(tmp_path)
+        env = launch_env(launch)
+        del env["ECPA_KID"], env["ECPA_SIGNING_KEY_FILE"]
+        env["ECPA_ENROLL_SOCKET"] = str(sock_path)
+        for name, value in env.items():
+            clean_env.setenv(name, value)
+        clean_env.setattr("ecpa.observer._observer._ENROLL_TIMEOUT_S", 0.3)
+        with caplog.at_level(logging.WARNING, logger="ecpa.observer"):
+            started = time.perf_counter()
+            obs = process_observer()
+            assert obs is not None
+            for _ in range(1000):
+                obs.count(SELECTION)
+            assert time.perf_counter() - started < 0.5
+            assert wait_until(lambda: obs.snapshot()["dropped"] >= 1, timeout=5.0)
+        assert any("key not enrolled" in r.getMessage() for r in caplog.records)
+        assert not obs.log_path.exists()
+    finally:
+        server.close()

@@ -25,6 +25,7 @@ import pytest
 import ecpa
 from ecpa.launcher.run import (
     BINDING_NAMES,
+    FORWARDED,
     Launch,
     LaunchExit,
     finish_launch,
@@ -580,3 +581,12 @@ def test_status_true_during_the_launch_and_false_after(
     )
     assert after.returncode == 1
     assert after.stdout.startswith("runtime_effective: false\n")
+
+
+def test_an_in_process_run_gives_the_callers_signal_handlers_back(tmp_path: Path) -> None:
+    """Only the installed script keeps the signals ignored after supervision (it exits at
+    once); a caller in-process gets its handlers back, or its later children would inherit
+    ignored signals."""
+    before = {s: signal.getsignal(s) for s in FORWARDED}
+    assert run(tmp_path, "true").status == 0
+    assert {s: signal.getsignal(s) for s in FORWARDED} == before

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ecpa import PROFILE_ID, __version__
-from ecpa.cli import _entry
+from ecpa.cli import _entry, _run
 from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES, safe
 from ecpa.cli._demo import corpus_app, demo_command
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
@@ -90,6 +90,7 @@ def script() -> None:
     (``ecpa verify log.jsonl | head`` must not report "invalid" because head stopped)."""
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _run.standalone[0] = True
     sys.exit(main())
 
 

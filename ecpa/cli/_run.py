@@ -17,7 +17,13 @@ from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise
 from ecpa.runtime.launch import Slot
 from ecpa.runtime.plan import plan_from_dict
 
-__all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "run_command"]
+__all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "run_command", "standalone"]
+
+#: Set by the installed ``ecpa`` script (a process that exits when the command returns):
+#: after supervision, SIGINT/SIGTERM/SIGHUP/SIGQUIT stay ignored, so a late signal cannot
+#: replace the command's exit status. In-process callers (tests, the demo) get their
+#: handlers back instead: an ignored disposition would be inherited by their children.
+standalone = [False]
 
 #: Everything after the first COMMAND word belongs to the command (`-c` of `python -c`
 #: included), never to `ecpa run`; `--` before the command is allowed and clearer.
@@ -105,7 +111,9 @@ def run_command(
     def say(line: str) -> None:  # said loudly; the command's status still passes through
         typer.echo(f"ecpa run: {safe(line)}", err=True)
 
-    result, _problems = supervise_launch(launch, command, grace=grace, say=say)
+    result, _problems = supervise_launch(
+        launch, command, grace=grace, say=say, then_ignore=standalone[0]
+    )
     name = safe(shlex.quote(command[0]))
     if result.error is not None:
         typer.echo(f"ecpa run: {safe(result.error)}", err=True)

@@ -364,18 +364,21 @@ def supervise_launch(
     grace: float = 10.0,
     say: Callable[[str], None] = lambda line: None,
     clock: Callable[[], float] = time.time,
+    then_ignore: bool = False,
 ) -> tuple[LaunchExit, list[str]]:
     """:func:`run_launch` then :func:`finish_launch`, with SIGINT, SIGTERM, SIGHUP and
     SIGQUIT handled from before the command starts until ``exit.json`` is written: a signal
     at any moment stops the tree (a second one at once), never ``ecpa run`` itself.
 
     Returns how the command ended and the problems met while finishing (said on ``say``).
+    With ``then_ignore`` those signals stay ignored afterwards (``ecpa run``, which only
+    reports and exits then, so a late signal cannot replace the command's exit status).
 
     Raises:
         EcpaError: as :func:`run_launch`.
     """
     boss = Supervisor(grace=grace, say=say)
-    with boss.handlers():
+    with boss.handlers(then_ignore=then_ignore):
         result = run_launch(launch, command, grace=grace, say=say, clock=clock, supervisor=boss)
         problems: list[str] = []
         try:

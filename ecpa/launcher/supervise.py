@@ -176,11 +176,13 @@ class Supervisor:
         self.signals.append(signum)
 
     @contextmanager
-    def handlers(self) -> Iterator[None]:
+    def handlers(self, *, then_ignore: bool = False) -> Iterator[None]:
         """Record SIGINT, SIGTERM, SIGHUP and SIGQUIT while the block runs (the main thread
         only; a signal ignored when ``ecpa run`` started stays ignored, as a shell leaves it).
         Keep the block around everything up to the last file written: a signal then never
-        kills ``ecpa run`` half way through closing the launch."""
+        kills ``ecpa run`` half way through closing the launch. With ``then_ignore`` the
+        signals are ignored afterwards instead of restored (a command about to exit with
+        its child's status)."""
         previous: dict[signal.Signals, _Handler] = {}
         if threading.current_thread() is threading.main_thread():
             for signum in FORWARDED:
@@ -193,7 +195,10 @@ class Supervisor:
             yield
         finally:
             for signum, old in previous.items():
-                signal.signal(signum, old if old is not None else signal.SIG_DFL)
+                if then_ignore:
+                    signal.signal(signum, signal.SIG_IGN)
+                else:
+                    signal.signal(signum, old if old is not None else signal.SIG_DFL)
 
     def run(self, command: Sequence[str], env: dict[str, str]) -> LaunchExit:
         """Run ``command`` with ``env`` and supervise it until its whole tree is gone.

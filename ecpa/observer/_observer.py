@@ -81,7 +81,7 @@ class Observer:
         clock: Callable[[], float] = time.time,
         log_path: Path | None = None,
         start: bool = True,
-        enroll_timeout_s: float = _ENROLL_TIMEOUT_S,
+        enroll_timeout_s: float | None = None,
     ) -> None:
         """Prepare the observer of ``launch``; start its threads unless ``start`` is False
         (then :meth:`emit`, :meth:`flush` and :meth:`close` work from the calling thread).
@@ -145,7 +145,7 @@ class Observer:
         self.log_path = log_path if log_path is not None else default_log
         self._clock = clock
         self._every = emit_every or 0
-        self._enroll_timeout_s = enroll_timeout_s
+        self._enroll_timeout_s = _ENROLL_TIMEOUT_S if enroll_timeout_s is None else enroll_timeout_s
         self._enrolled = not self.process_keys
         self._enroll_warned = False
         # Hot path state: the counters, under a lock held only around increments/snapshots.

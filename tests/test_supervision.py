@@ -1,0 +1,152 @@
+"""`ecpa run` never leaves a mess (issue 13, facts 3 and 4; RUNTIME.md "Slots", supervision):
+real `ecpa run` processes, real children, every pid killed at the end."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ecpa.runtime.launch import launch_from_file
+from tests._launch_helpers import DRIVE, Launches, alive, launches, status, wait_status, wait_until
+
+__all__ = ["launches"]  # the fixture, used by name
+
+#: Writes ready-PID, then on SIGQUIT/SIGTERM writes SIGNAME-PID and exits with argv[2];
+#: with argv[3] == "ignore-term", ignores SIGTERM instead.
+TRAP = """
+import os, signal, sys, time
+out, code = sys.argv[1], int(sys.argv[2])
+def on(signum, frame):
+    open(os.path.join(out, f"{signal.Signals(signum).name}-{os.getpid()}"), "w").close()
+    os._exit(code)
+signal.signal(signal.SIGQUIT, on)
+signal.signal(signal.SIGTERM, signal.SIG_IGN if sys.argv[3:] == ["ignore-term"] else on)
+open(os.path.join(out, f"ready-{os.getpid()}"), "w").close()
+time.sleep(60)
+"""
+
+
+def pids(tmp: Path, prefix: str) -> list[int]:
+    return sorted(int(p.name.rsplit("-", 1)[1]) for p in tmp.glob(f"{prefix}-*"))
+
+
+def exit_doc(directory: Path) -> dict[str, object]:
+    doc: dict[str, object] = json.loads((directory / "exit.json").read_text())
+    return doc
+
+
+def test_sigquit_is_forwarded_like_the_others(tmp_path: Path, launches: Launches) -> None:
+    """Fact 3: SIGQUIT was not forwarded and killed `ecpa run`, leaving the child running."""
+    proc, directory = launches.start(sys.executable, "-c", TRAP, str(tmp_path), "7")
+    assert wait_until(lambda: len(pids(tmp_path, "ready")) == 1)
+    launches.pids.update(pids(tmp_path, "ready"))
+    proc.send_signal(signal.SIGQUIT)
+    assert proc.wait(timeout=20) == 7  # the child's own status: it got SIGQUIT and exited
+    assert pids(tmp_path, "SIGQUIT") == pids(tmp_path, "ready")
+    assert exit_doc(directory)["exit_status"] == 7
+
+
+def test_a_second_sigterm_while_finishing_never_kills_ecpa_run(
+    tmp_path: Path, launches: Launches
+) -> None:
+    """Fact 3: a second SIGTERM just after the child exited killed `ecpa run` (handlers were
+    restored before finish_launch): the window stayed open and exit.json was missing."""
+    for trial in range(4):
+        out = tmp_path / f"t{trial}"
+        out.mkdir()
+        proc, directory = launches.start(sys.executable, "-c", TRAP, str(out), "0")
+        assert wait_until(lambda out=out: len(pids(out, "ready")) == 1)  # type: ignore[misc]
+        launches.pids.update(pids(out, "ready"))
+        proc.send_signal(signal.SIGTERM)
+        # From the moment the child is gone until `ecpa run` returns: SIGTERM after SIGTERM.
+        [child] = pids(out, "ready")
+        assert wait_until(lambda child=child: not alive(child), step=0.001)  # type: ignore[misc]
+        while proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.002)
+        assert proc.returncode == 0, f"trial {trial}: ecpa run died of a signal"
+        assert exit_doc(directory)["exit_status"] == 0
+        assert "SIGTERM" in [p.name.split("-")[0] for p in out.iterdir()]
+
+
+def test_sigkill_of_ecpa_run_stops_the_command_and_status_is_false(
+    tmp_path: Path, launches: Launches
+) -> None:
+    """Fact 3: SIGKILL of `ecpa run` left the child running, with the window open for a
+    day. Now the child gets SIGTERM (its parent-death signal); and a grandchild that
+    escaped it is still never effective: the supervisor is not alive."""
+    script = "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]); time.sleep(60)"
+    proc, directory = launches.start(sys.executable, "-c", script, *DRIVE)
+    wait_status(directory, True)
+    assert launches.logs(directory)  # the driver's pid, for cleanup
+    proc.kill()
+    proc.wait(timeout=20)
+    # The direct child (the python -c script) got SIGTERM from the kernel and is gone.
+    expected = launch_from_file(directory / "launch.json")
+    assert expected.supervisor is not None
+    assert not (directory / "exit.json").exists()
+    # The grandchild (the driver) may still run, reparented: status is false all the same.
+    doc = wait_status(directory, False, timeout=10)
+    assert any(r.startswith("supervisor not alive") for r in doc["reasons"]), doc["reasons"]
+
+
+def test_a_command_that_exits_at_once_leaves_nothing_running(
+    tmp_path: Path, launches: Launches
+) -> None:
+    """Fact 4: `sh -c 'python -m dla_plugin.drive & exit 0'`: `ecpa run` returned at once and
+    the driver kept running and signing."""
+    command = " ".join(DRIVE)
+    proc, directory = launches.start("sh", "-c", f"{command} & sleep 1.5; exit 0", grace=5)
+    assert wait_until(lambda: bool(launches.logs(directory)), timeout=20)
+    assert proc.wait(timeout=30) == 0
+    [log] = launches.logs(directory)
+    driver = int(log.name.split("-")[1])
+    assert not alive(driver)  # stopped by `ecpa run` before it returned
+    code, doc = status(directory)
+    assert code == 1
+    assert doc["reasons"][0].startswith("launch ended at ")
+
+
+def test_a_member_ignoring_sigterm_is_killed_when_the_leader_is_gone(
+    tmp_path: Path, launches: Launches
+) -> None:
+    """Fact 4: SIGKILL was sent only while the group's leader lived, so a member ignoring
+    SIGTERM survived. Here the leader exits on SIGTERM at once; a member ignoring it (in the
+    same group) and one that escaped to its own session both get SIGKILL after the grace."""
+    leader = (
+        "import subprocess, sys, os\n"
+        f"trap = {TRAP!r}\n"
+        "subprocess.Popen([sys.executable, '-c', trap, sys.argv[1], '0', 'ignore-term'])\n"
+        "subprocess.Popen([sys.executable, '-c', trap, sys.argv[1], '0', 'ignore-term'],"
+        " start_new_session=True)\n"
+        "exec(trap)\n"
+    )
+    proc, directory = launches.start(sys.executable, "-c", leader, str(tmp_path), "3", grace=1)
+    assert wait_until(lambda: len(pids(tmp_path, "ready")) == 3)
+    ready = pids(tmp_path, "ready")
+    launches.pids.update(ready)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 3  # the leader's status
+    assert time.monotonic() - started >= 0.9  # the members had their grace
+    assert [pid for pid in ready if alive(pid)] == []
+    assert exit_doc(directory)["exit_status"] == 3
+
+
+def test_grace_then_sigkill_and_a_second_signal_at_once(tmp_path: Path, launches: Launches) -> None:
+    proc, directory = launches.start(
+        sys.executable, "-c", TRAP, str(tmp_path), "0", "ignore-term", grace=30
+    )
+    assert wait_until(lambda: len(pids(tmp_path, "ready")) == 1)
+    launches.pids.update(pids(tmp_path, "ready"))
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert proc.poll() is None  # the child ignores SIGTERM; the grace is 30 s
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)  # the second signal: SIGKILL now, not in 30 s
+    assert proc.wait(timeout=20) == 128 + signal.SIGKILL
+    assert time.monotonic() - sent < 10
+    assert exit_doc(directory)["signal"] == signal.SIGKILL

@@ -1,0 +1,254 @@
+"""The pure 0.2 derivation (RUNTIME.md "Slots", "Process keys"): per-slot coverage, process
+keys, supervisor, descent, conflicts, superseded processes, --max-idle. Records are signed
+with per-process keys as the observer signs them; liveness and descent are parameters."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ecpa
+from ecpa.observer._record import Signer, Window, build_evidence
+from ecpa.profile.trust import TrustStore
+from ecpa.runtime.derive import RuntimeStatus, derive_launch
+from ecpa.runtime.enroll import kid_for, log_name
+from ecpa.runtime.evidence import read_log, record_line
+from ecpa.runtime.launch import ExpectedLaunch, Slot
+from ecpa.runtime.process import LaunchEnvironment, Liveness, ProcessIdentity
+
+NOW = 1_800_000_000
+ISSUER = "urn:ecpa:issuer:test"
+S0, S1 = Slot("scheduler", 0), Slot("scheduler", 1)
+BOSS = ProcessIdentity("host-a", 100, 1, "boot-1")
+ENV = LaunchEnvironment(
+    plan_id="plan-1",
+    launch_id="launch-1",
+    challenge="C" * 32,
+    plugin_id="plugin:dla",
+    artifact_digest="sha256:" + "ab" * 32,
+    issuer=ISSUER,
+    kid=None,
+    signing_key_file=None,
+    evidence_dir=Path("/nonexistent"),
+    process_epoch=1,
+    enroll_socket=Path("/nonexistent/enroll.sock"),
+)
+EXPECTED = ExpectedLaunch(
+    plan_id=ENV.plan_id,
+    launch_id=ENV.launch_id,
+    plugin_id=ENV.plugin_id,
+    artifact_digest=ENV.artifact_digest,
+    process_epoch=1,
+    challenge=ENV.challenge,
+    heartbeat_window_s=3,
+    slots=(S0, S1),
+    version="0.2",
+    supervisor=BOSS,
+)
+
+
+def proc(pid: int, ticks: int = 1000) -> ProcessIdentity:
+    return ProcessIdentity("host-a", pid, ticks, "boot-1")
+
+
+class Launch:
+    """A trust store of enrolled process keys, and the logs their processes wrote."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+        self.logs: dict[str, bytes] = {}
+
+    def key(self, slot: Slot, who: ProcessIdentity) -> Signer:
+        key = ecpa.SigningKey.from_seed(bytes([who.pid % 251]) * 16 + bytes([slot.ordinal]) * 16)
+        kid = kid_for(slot, who)
+        if not any(e["kid"] == kid for e in self.entries):
+            self.entries.append(
+                {
+                    "issuer": ISSUER,
+                    "kid": kid,
+                    "public_key_b64": key.public_key.to_b64(),
+                    "subjects": ["host-runtime"],
+                    "enabled": True,
+                    "not_before": NOW - 100,
+                    "not_after": NOW + 100,
+                }
+            )
+        return Signer(key, kid, slot, process_keys=True)
+
+    def write(
+        self,
+        slot: Slot,
+        who: ProcessIdentity,
+        seq: int,
+        *,
+        selections: int = 5,
+        issued_at: int = NOW - 1,
+        last: int | None = NOW - 1,
+        signer: Signer | None = None,
+        named: ProcessIdentity | None = None,
+        file: str | None = None,
+    ) -> None:
+        signer = signer if signer is not None else self.key(slot, who)
+        window = Window(seq, 10, selections, 10 - selections, 0, 0, issued_at - 1, issued_at, last)
+        evidence = build_evidence(ENV, named or who, signer, window, issued_at=issued_at)
+        name = file if file is not None else log_name(kid_for(slot, who))
+        self.logs[name] = self.logs.get(name, b"") + record_line(evidence)
+
+    def derive(
+        self,
+        *,
+        alive: Callable[[ProcessIdentity], bool] = lambda who: True,
+        descends: Callable[[ProcessIdentity], bool] | None = lambda who: True,
+        supervisor: Liveness | None = None,
+        **kwargs: Any,
+    ) -> RuntimeStatus:
+        store = TrustStore.from_dict({"schema": "ecpa-trust-store/0.1", "keys": self.entries})
+        streams = {name: read_log(io.BytesIO(data)) for name, data in self.logs.items()}
+
+        def liveness(who: ProcessIdentity) -> Liveness:
+            ok = alive(who)
+            return Liveness(ok, f"process {who.pid} {'alive' if ok else 'not alive'}")
+
+        return derive_launch(
+            streams,
+            store,
+            kwargs.pop("expected", EXPECTED),
+            now=NOW,
+            liveness=liveness,
+            descends=descends,
+            supervisor=supervisor if supervisor is not None else Liveness(True, "alive"),
+            **kwargs,
+        )
+
+
+def slot_reasons(status: RuntimeStatus, name: str) -> list[str]:
+    [slot] = [s for s in status.slots if s.slot == name]
+    return list(slot.reasons)
+
+
+def test_two_slots_both_covered() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1)
+    launch.write(S1, proc(12), 1)
+    status = launch.derive()
+    assert status.effective, status.reasons
+    assert [s.covered for s in status.slots] == [True, True]
+    assert "coverage: 2/2 slots" in status.reasons
+    assert status.now == NOW
+    assert status.version == "0.2"
+
+
+def test_one_process_for_two_slots_says_which_has_no_evidence() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1)
+    status = launch.derive()
+    assert not status.effective
+    assert "slot scheduler.1: no evidence" in status.reasons
+    assert "coverage: 1/2 slots" in status.reasons
+
+
+def test_supervisor_not_alive_is_false_whatever_the_evidence() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1)
+    launch.write(S1, proc(12), 1)
+    status = launch.derive(supervisor=Liveness(False, "no running process 100"))
+    assert not status.effective
+    assert status.reasons[0] == "supervisor not alive: no running process 100"
+
+
+def test_a_process_that_left_the_supervisors_tree_does_not_cover() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1)
+    launch.write(S1, proc(12), 1)
+    status = launch.derive(descends=lambda who: who.pid != 12)
+    assert not status.effective
+    assert "process 12 is not a descendant of the launch's supervisor" in slot_reasons(
+        status, "scheduler.1"
+    )
+
+
+def test_two_live_processes_in_one_slot_is_a_conflict() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1)
+    launch.write(S0, proc(13), 1)
+    launch.write(S1, proc(12), 1)
+    status = launch.derive()
+    assert not status.effective
+    assert slot_reasons(status, "scheduler.0") == [
+        "conflict: 2 live processes claim it (pids [11, 13])"
+    ]
+
+
+def test_a_dead_process_replaced_by_a_live_one_is_superseded_not_a_conflict() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1, issued_at=NOW - 50)  # died long ago
+    launch.write(S0, proc(11, ticks=2000), 1)  # the same pid reused: a new process
+    launch.write(S1, proc(12), 1)
+    status = launch.derive(alive=lambda who: (who.pid, who.start_ticks) != (11, 1000))
+    assert status.effective, status.reasons
+    assert any(r.startswith("superseded: pid 11") for r in slot_reasons(status, "scheduler.0"))
+
+
+def test_a_key_speaks_only_for_the_process_it_was_enrolled_for() -> None:
+    launch = Launch()
+    mine = launch.key(S0, proc(11))
+    launch.write(S0, proc(11), 1, signer=mine, named=proc(1))  # names pid 1 with 11's key
+    launch.write(S1, proc(12), 1)
+    status = launch.derive()
+    assert not status.effective
+    assert status.refused == {"ATTESTATION_BINDING_MISMATCH": 1}
+    assert any("was not enrolled for the process it names" in r for r in status.reasons)
+
+
+def test_a_record_in_another_processs_file_is_refused() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1, file=log_name(kid_for(S0, proc(99))))
+    status = launch.derive()
+    assert status.refused == {"ATTESTATION_BINDING_MISMATCH": 1}
+    assert any("in another process's file" in r for r in status.reasons)
+
+
+def test_a_record_for_a_slot_the_plan_does_not_name_is_refused() -> None:
+    launch = Launch()
+    launch.write(Slot("scheduler", 7), proc(11), 1)
+    status = launch.derive()
+    assert status.refused == {"ATTESTATION_BINDING_MISMATCH": 1}
+    assert any("which the plan does not name" in r for r in status.reasons)
+
+
+@pytest.mark.parametrize(
+    ("last", "effective", "reason"),
+    [
+        (NOW - 5, True, "busy: newest dispatch 5 s ago, --max-idle 10 s"),
+        (NOW - 11, False, "idle: newest dispatch 11 s ago, --max-idle 10 s"),
+        (None, False, "idle unknown: no last_dispatch_at in the newest record (--max-idle 10)"),
+    ],
+)
+def test_max_idle(last: int | None, effective: bool, reason: str) -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1, last=last)
+    expected = replace(EXPECTED, slots=(S0,))
+    assert launch.derive(expected=expected).effective  # off by default
+    status = launch.derive(expected=expected, max_idle=10)
+    assert status.effective is effective
+    assert reason in slot_reasons(status, "scheduler.0")
+
+
+def test_slot_status_carries_the_process_and_counters() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1)
+    launch.write(S0, proc(11), 2)
+    launch.write(S1, proc(12), 1, selections=0)
+    status = launch.derive()
+    s0, s1 = status.slots
+    assert (s0.covered, s0.process, s0.newest_seq, s0.age_s) == (True, proc(11), 2, 1)
+    assert s0.kid == kid_for(S0, proc(11))
+    assert s0.counters is not None
+    assert s0.counters["selections"] == 5
+    assert not s1.covered
+    assert "no selections: the plugin has not chosen a victim yet" in s1.reasons
