@@ -145,6 +145,8 @@ def wait_status(directory: Path, want: bool, timeout: float = 30.0) -> dict[str,
     while True:
         code, doc = status(directory)
         if doc["runtime_effective"] is want or time.monotonic() > deadline:
+            if doc["runtime_effective"] is not want:
+                print("wait_status: gave up; last reasons:", doc["reasons"])
             assert doc["runtime_effective"] is want, doc["reasons"]
             assert code == (0 if want else 1)
             return doc

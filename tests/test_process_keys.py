@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ecpa
-from ecpa.runtime.enroll import Request, enroll
+from ecpa.runtime.enroll import Request, enroll, request_bytes
 from ecpa.runtime.launch import Slot
 from ecpa.runtime.process import read_identity
 from tests._launch_helpers import (
@@ -184,3 +187,25 @@ def test_status_refuses_a_launch_directory_another_user_could_have_swapped(
     assert code == 2, out
     assert str(target) in out
     assert "not writable by group or others" in out
+
+
+def test_a_peer_that_hangs_up_early_never_kills_ecpa_run(
+    tmp_path: Path, launches: Launches
+) -> None:
+    """Found by the fork test: a process that exits in the middle of its enrollment made
+    ecpa run's reply raise SIGPIPE, which killed the supervisor. Replies never signal."""
+    proc, directory = launches.start(sys.executable, "-c", "import time; time.sleep(60)")
+    sock_path = directory / "enroll.sock"
+    assert wait_until(sock_path.exists)
+    key = ecpa.SigningKey.generate().public_key.to_b64()
+    request = request_bytes(Request(key, Slot("scheduler", 0), read_identity()))
+    for _ in range(20):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.connect(str(sock_path))
+            conn.sendall(request)  # and hang up before the answer
+    time.sleep(0.5)
+    assert proc.poll() is None  # still supervising
+    code, doc = status(directory)
+    assert code == 1
+    assert not any(r.startswith("supervisor not alive") for r in doc["reasons"])

@@ -28,6 +28,7 @@ from typing import Any
 from dla_plugin.host import PreemptionController, VictimPolicy
 from dla_plugin.sim.engine import BlockPoolEngine, SimRequest
 from dla_plugin.sim.predict import PREDICTIONS, predictor
+from dla_plugin.sim.ranks import run_ranks
 from dla_plugin.sim.workload import SyntheticParams, WorkloadError, synthetic_stream
 
 __all__ = ["load_policy", "main", "requests"]
@@ -103,12 +104,47 @@ def _parser() -> argparse.ArgumentParser:
         default=SyntheticParams().rate_per_s,
         help="mean arrivals per second outside bursts (a step is 25 ms)",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="run N scheduler processes (ranks), each its own engine, seed SEED+i and slot "
+        "scheduler.i (ECPA_PROCESS_ORDINAL), like vLLM with data parallelism N",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="with --processes: start a rank that died again, as a new process",
+    )
     return parser
+
+
+def _rank_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` without the options the parent of the ranks consumes."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--processes", "--seed"):
+            skip = True
+            continue
+        if arg == "--restart" or arg.startswith(("--processes=", "--seed=")):
+            continue
+        out.append(arg)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the driver; returns the exit status (0, or 2 for bad arguments)."""
     args = _parser().parse_args(argv)
+    if args.processes < 1 or args.processes > 1024:
+        print("drive: expected --processes within [1, 1024]", file=sys.stderr)
+        return 2
+    if args.processes > 1 or args.restart:
+        given = list(sys.argv[1:] if argv is None else argv)
+        return run_ranks(_rank_argv(given), args.processes, seed=args.seed, restart=args.restart)
     if args.steps is None and args.seconds is None:
         args.steps = 1000
     if (args.steps is not None and args.steps < 0) or args.blocks < 256:

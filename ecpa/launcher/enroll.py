@@ -164,10 +164,12 @@ class EnrollServer:
 
     def _finish(self, peer: _Pending, *, kid: str | None = None, error: str | None = None) -> None:
         self.pending.pop(peer.conn.fileno(), None)
+        data = reply_bytes(kid=kid, error=error)
         with contextlib.suppress(OSError):
             peer.conn.setblocking(True)
             peer.conn.settimeout(0.5)
-            peer.conn.sendall(reply_bytes(kid=kid, error=error))
+            while data:  # MSG_NOSIGNAL: a peer gone already must not SIGPIPE ecpa run
+                data = data[peer.conn.send(data, socket.MSG_NOSIGNAL) :]
         peer.conn.close()
 
     def _refuse(self, detail: str) -> EcpaError:

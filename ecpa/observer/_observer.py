@@ -162,6 +162,10 @@ class Observer:
         self._owner_pid = os.getpid()
         self._emitter: threading.Thread | None = None
         self._sink = Sink(self.log_path, queue_size)
+        self._queue_size = queue_size
+        self._autostart = start
+        self._custom_log = log_path is not None
+        self._reborn = False
         probe = Window(0, 0, 0, 0, 0, 0, self._window_start, self._window_start)
         build_evidence(launch, self.identity, signer, probe, issued_at=self._window_start)
         LIVE.add(self)
@@ -172,6 +176,8 @@ class Observer:
         """Count one dispatch: ``SELECTION``, ``ABSTENTION`` or ``FAILURE`` (any other value
         counts as a failure). The hot path: increments only; never raises, never blocks on
         I/O, and works after :meth:`close` too (nothing is emitted then)."""
+        if self._reborn:  # the first count in a forked child (0.2): its own stream
+            self._rebirth()
         with self._lock:
             self._calls += 1
             if outcome == SELECTION:
@@ -327,13 +333,44 @@ class Observer:
         return os.getpid() != self._owner_pid
 
     def _after_fork_in_child(self) -> None:
-        # The child is another process: the parent's identity, seq and log are not its own.
-        # Fresh locks (a parent thread may have held one at fork), nothing more emitted.
+        # The child is another process: the parent's identity, key, seq and log are not its
+        # own. Fresh locks (a parent thread may have held one at fork). With a shared 0.1
+        # launch key nothing more is emitted; with process keys the child starts its own
+        # stream (its identity, a key of its own, enrolled, seq from 1) at its first count.
         self._lock = threading.Lock()
         self._emit_lock = threading.Lock()
-        self._closed = self._stop = True
         self._emitter = None
         self._sink.after_fork_in_child()
+        if not self.process_keys or self._closed or self._custom_log:
+            self._closed = self._stop = True
+            return
+        self._reborn = True
+
+    def _rebirth(self) -> None:
+        """The forked child's own observer, made on its first count (RUNTIME.md "Process
+        keys": a forked child re-enrolls with its own key before it signs)."""
+        self._reborn = False
+        try:
+            identity = read_identity()
+        except EcpaError:
+            self._closed = self._stop = True
+            return
+        self.identity = identity
+        key = SigningKey.generate()
+        self.signer = Signer(key, kid_for(self.slot, identity), self.slot, process_keys=True)
+        self.kid = self.signer.kid
+        self.log_path = self.launch.evidence_dir / self.launch.launch_id / log_name(self.kid)
+        self._calls = self._selections = self._abstentions = self._failures = 0
+        self._last_at = 0.0
+        self._seq = 0
+        self._window_start = int(self._clock())
+        self._enrolled = self._enroll_warned = False
+        self._wake = threading.Event()
+        self._owner_pid = os.getpid()
+        self._sink = Sink(self.log_path, self._queue_size)
+        self._closed = self._stop = False
+        if self._autostart:
+            self.start()
 
     def __repr__(self) -> str:
         return f"Observer(launch_id={self.launch.launch_id!r}, log={str(self.log_path)!r})"

@@ -105,8 +105,10 @@ def process_observer() -> Observer | None:
     ``ecpa.observer``), when the binding is partial or malformed, ``ECPA_EMIT_INTERVAL_S``
     is not a number of seconds in (0, 86400], or the key is unreadable or not mode 0600:
     the observer then stays inactive rather than sign for the wrong launch. Later calls
-    return the same answer without a lock; a child forked after creation gets None (its
-    records would claim the parent's identity). Raises nothing.
+    return the same answer without a lock. A child forked after creation gets the same
+    observer made anew for itself (its identity, its own key enrolled, its own stream) with
+    process keys (0.2), and None with a shared 0.1 key (its records would claim the parent's
+    identity). Raises nothing of its own: an exception of the host passes through.
     """
     global _resolved, _observer
     if _resolved:
@@ -130,7 +132,9 @@ def _reset_for_tests() -> None:
 def _after_fork_in_child() -> None:
     global _CACHE_LOCK, _resolved, _observer
     _CACHE_LOCK = threading.Lock()
-    _observer, _resolved = None, True
+    if _observer is not None and not _observer.process_keys:
+        _observer = None  # a shared 0.1 key: the child must not sign in the parent's name
+    _resolved = True
     for observer in list(LIVE):
         observer._after_fork_in_child()
 
