@@ -150,7 +150,7 @@ def test_dead_process_with_open_key_window_names_the_process(
     # Judge the log at the time of the kill.
     expected = launch_from_file(directory / "launch.json")
     store = TrustStore.load(directory / "trust.json")
-    [log] = (directory / "evidence" / expected.launch_id).iterdir()  # the driver's own log
+    [log] = (directory / "evidence" / expected.launch_id).glob("*.jsonl")  # the driver's log
     assert log.name.startswith(f"scheduler.0-{pid}-")
     data = log.read_bytes()
 

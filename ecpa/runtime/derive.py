@@ -36,6 +36,7 @@ __all__ = [
     "Stream",
     "derive",
     "derive_launch",
+    "verdict_launch",
     "walk",
 ]
 
@@ -50,15 +51,17 @@ def walk(
     policy: Policy = DEFAULT_POLICY,
     name: str | None = None,
     file_kid: str | None = None,
+    stream: Stream | None = None,
 ) -> Stream:
     """Check every line of one log (see the module's text); refused records, torn lines and
-    gaps are counted in the returned :class:`Stream`, never raised.
+    gaps are counted in the returned :class:`Stream` (``stream`` when given: a walk that
+    resumes where a checkpoint stopped), never raised.
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails: no record can then be
             judged, so the derivation stops.
     """
-    stream = Stream(name=name)
+    stream = stream if stream is not None else Stream(name=name)
     for line in lines:
         if line.torn:
             stream.torn += 1
@@ -153,3 +156,20 @@ def derive_launch(
         )
     judge = Judge(expected, now, liveness, descends=descends, max_idle=max_idle)
     return judge.launch(walked, supervisor=supervisor, skipped=list(skipped))
+
+
+def verdict_launch(
+    streams: Iterable[Stream],
+    expected: ExpectedLaunch,
+    *,
+    now: int,
+    liveness: Callable[[ProcessIdentity], Liveness],
+    descends: Callable[[ProcessIdentity], bool] | None = None,
+    supervisor: Liveness | None = None,
+    max_idle: int | None = None,
+    skipped: Iterable[str] = (),
+) -> RuntimeStatus:
+    """The verdict of :func:`derive_launch` over streams already walked (decided from each
+    log's end, with the history of its checkpoint: :mod:`ecpa.runtime.logs`)."""
+    judge = Judge(expected, now, liveness, descends=descends, max_idle=max_idle)
+    return judge.launch(streams, supervisor=supervisor, skipped=list(skipped))

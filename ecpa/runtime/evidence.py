@@ -122,14 +122,15 @@ def _too_long(stream: BinaryIO) -> EcpaError:
     )
 
 
-def read_log(stream: BinaryIO) -> Iterator[LogLine]:
+def read_log(stream: BinaryIO, *, first: int = 1) -> Iterator[LogLine]:
     """Yield each line of a JSONL evidence log, streaming: memory stays bounded by the
-    longest allowed record whatever the log's size or its longest line.
+    longest allowed record whatever the log's size or its longest line. Lines are numbered
+    from ``first`` (a reader resuming in the middle of a log says where it is).
 
     Blank lines are skipped. A final line without ``\\n`` that is not even JSON is yielded
     with ``torn=True``: a crash cut it short; it is reported, not verified.
     """
-    number = 0
+    number = first - 1
     while True:
         raw = stream.readline(MAX_RECORD_LENGTH + 2)  # the record, and room for "\r\n"
         if not raw:
@@ -151,12 +152,13 @@ def read_log(stream: BinaryIO) -> Iterator[LogLine]:
             torn = (
                 not raw.endswith(b"\n")
                 and exc.code is ErrorCode.MALFORMED_JSON
-                and not _is_json(line)
+                and not is_json(line)
             )
             yield LogLine(number, None, exc, torn=torn)
 
 
-def _is_json(line: bytes) -> bool:
+def is_json(line: bytes) -> bool:
+    """Whether ``line`` is JSON at all (a torn line is not)."""
     try:
         json.loads(line)
     except (ValueError, RecursionError):

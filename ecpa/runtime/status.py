@@ -10,32 +10,28 @@ ssh's StrictModes): whoever can write there can write the trust store too.
 from __future__ import annotations
 
 import os
-import re
-import stat
-from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO
 
-from ecpa._files import check_private_dir, describe_mode, open_regular
+from ecpa._files import check_private_dir, open_regular
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence
+from ecpa.profile.fence import MemoryReplayFence, ReplayFence
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.derive import derive, derive_launch
-from ecpa.runtime.evidence import LogLine, read_log
+from ecpa.profile.verify import DEFAULT_POLICY
+from ecpa.runtime.derive import derive, verdict_launch
+from ecpa.runtime.evidence import read_log
 from ecpa.runtime.launch import ExpectedLaunch, launch_ended, launch_from_file
+from ecpa.runtime.logs import judge_logs, open_process_logs
 from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, descends_from
 from ecpa.runtime.replay import SqliteReplayFence
 from ecpa.runtime.verdict import RuntimeStatus
 
-__all__ = ["open_fence", "status_from_files", "status_from_launch_dir"]
+__all__ = ["HISTORY_BUDGET_S", "open_fence", "status_from_files", "status_from_launch_dir"]
 
-_LOG_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\.[0-9]{1,5}-[0-9]{1,20}-[0-9]{1,20}\.jsonl")
-#: A launch has at most this many process logs read (a directory flooded with files is
-#: reported, not read to the end).
-MAX_LOGS = 4096
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: How long one status may spend walking logs' histories forward (the decision itself
+#: reads only the logs' ends); the rest of a long history is walked at the next status.
+HISTORY_BUDGET_S = 0.1
 
 
 def _bad(detail: str) -> EcpaError:
@@ -91,52 +87,6 @@ def status_from_files(
         )
 
 
-def _process_logs(
-    directory: Path, stack: ExitStack
-) -> tuple[dict[str, Iterator[LogLine]], list[str]]:
-    """Each ``<kid>.jsonl`` in ``directory`` opened (relative to the directory, opened once,
-    never through a symlink), and reasons for what was skipped."""
-    try:
-        dir_fd = os.open(directory, _DIR_FLAGS)
-    except FileNotFoundError:
-        return {}, [f"no evidence directory {directory} yet"]
-    except OSError as exc:
-        raise _bad(
-            f"expected an evidence directory at {directory}, found: {exc.strerror}"
-        ) from None
-    stack.callback(os.close, dir_fd)
-    logs: dict[str, Iterator[LogLine]] = {}
-    skipped: list[str] = []
-    names = sorted(os.listdir(dir_fd))
-    for name in names:
-        if not _LOG_NAME.fullmatch(name):
-            if not name.startswith("."):
-                skipped.append(
-                    f"file {name!r}: not a process log "
-                    "(<role>.<ordinal>-<pid>-<ticks>.jsonl), skipped"
-                )
-            continue
-        if len(logs) >= MAX_LOGS:
-            skipped.append(f"more than {MAX_LOGS} process logs: the rest not read")
-            break
-        try:
-            fd = os.open(
-                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
-            )
-        except OSError as exc:
-            skipped.append(f"file {name!r}: not readable as a log ({exc.strerror}), skipped")
-            continue
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            os.close(fd)
-            skipped.append(f"file {name!r}: {describe_mode(mode)}, not a log, skipped")
-            continue
-        os.set_blocking(fd, True)
-        stream: BinaryIO = stack.enter_context(os.fdopen(fd, "rb"))
-        logs[name] = read_log(stream)
-    return logs, skipped
-
-
 def status_from_launch_dir(
     directory: Path,
     *,
@@ -145,6 +95,7 @@ def status_from_launch_dir(
     host: str | None = None,
     replay_db: Path | None = None,
     max_idle: int | None = None,
+    history_budget_s: float | None = HISTORY_BUDGET_S,
 ) -> RuntimeStatus:
     """The status of a launch directory written by ``ecpa run``.
 
@@ -171,7 +122,15 @@ def status_from_launch_dir(
             status = _status_01(directory, expected, now, proc_root, host, replay_db, max_idle)
         else:
             status = _status_02(
-                directory, expected, now, proc_root, host, replay_db, max_idle, ended
+                directory,
+                expected,
+                now,
+                proc_root,
+                host,
+                replay_db,
+                max_idle,
+                ended,
+                history_budget_s,
             )
     except EcpaError as exc:
         if ended is None or exc.code is ErrorCode.REPLAY_STORE:
@@ -232,6 +191,7 @@ def _status_02(
     replay_db: Path | None,
     max_idle: int | None,
     ended: str | None,
+    history_budget_s: float | None,
 ) -> RuntimeStatus:
     store = TrustStore.load(directory / "trust.json")
     boss = expected.supervisor
@@ -246,20 +206,32 @@ def _status_02(
     supervisor = alive(boss)
     if ended is not None:  # its end was recorded: no need for it to be alive
         supervisor = Liveness(True, "recorded the launch's end")
-    with ExitStack() as stack:
-        logs, skipped = _process_logs(directory / "evidence" / expected.launch_id, stack)
-        fence = open_fence(replay_db)
-        if fence is not None:
-            stack.callback(getattr(fence, "close", lambda: None))
-        return derive_launch(
-            logs,
-            store,
-            expected,
-            now=now,
-            liveness=alive,
-            descends=descends if supervisor.alive else None,
-            supervisor=supervisor,
-            replay=fence,
-            max_idle=max_idle,
-            skipped=skipped,
-        )
+    logs = open_process_logs(directory / "evidence" / expected.launch_id)
+    try:
+        with ExitStack() as stack:
+            fence = open_fence(replay_db)
+            if fence is None:
+                fence = MemoryReplayFence()
+            else:
+                stack.callback(getattr(fence, "close", lambda: None))
+            streams, notes = judge_logs(
+                logs,
+                store,
+                expected,
+                now=now,
+                fence=fence,
+                policy=DEFAULT_POLICY,
+                budget_s=history_budget_s,
+            )
+    finally:
+        logs.close()
+    return verdict_launch(
+        streams.values(),
+        expected,
+        now=now,
+        liveness=alive,
+        descends=descends if supervisor.alive else None,
+        supervisor=supervisor,
+        max_idle=max_idle,
+        skipped=[*logs.skipped, *notes],
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence, record_nonce, replayed
+from ecpa.profile.fence import ReplayFence, record_nonce
 from ecpa.runtime.records import Accepted
 
 __all__ = ["MAX_LISTED", "Stream"]
@@ -17,7 +17,8 @@ MAX_LISTED = 20
 
 @dataclass
 class Stream:
-    """What the walk over one log has seen."""
+    """What the walk over one log has seen (its full history, or a part of it: a status
+    checkpoint keeps these facts between calls, see :mod:`ecpa.runtime.history`)."""
 
     name: str | None = None
     accepted: int = 0
@@ -26,38 +27,45 @@ class Stream:
     unlisted: int = 0
     expired: int = 0
     torn: int = 0
-    seqs: set[int] = field(default_factory=set)
     gaps: list[tuple[int, int]] = field(default_factory=list)
+    #: The highest seq accepted so far (kept across checkpoints, unlike ``newest``).
+    last_seq: int | None = None
     newest: Accepted | None = None
 
     def refuse(self, number: int, exc: EcpaError) -> None:
+        """Count a refused line (``number``: its line number)."""
+        where = f"{self.name} line {number}" if self.name else f"line {number}"
+        self.refuse_at(where, exc)
+
+    def refuse_at(self, where: str, exc: EcpaError) -> None:
+        """Count a refused line, listed as ``where`` while fewer than MAX_LISTED are."""
         code = exc.code.value
         self.refused[code] = self.refused.get(code, 0) + 1
         if exc.code is ErrorCode.EXPIRED:  # old history in a long log: summarized, not listed
             self.expired += 1
         elif len(self.listed) < MAX_LISTED:
-            where = f"{self.name} line {number}" if self.name else f"line {number}"
             self.listed.append(f"{where}: {code}: {exc.detail}")
         else:
             self.unlisted += 1
 
     def accept(self, rec: Accepted, fence: ReplayFence) -> None:
-        """Condition 5: sequence numbers only grow; each nonce is accepted once, last."""
-        last = self.newest.seq if self.newest else None
-        if last is not None and rec.seq <= last and rec.seq not in self.seqs:
+        """Condition 5: sequence numbers only grow within a log (a record seen before, or
+        an older one copied after newer ones, is a replay); each nonce passes the fence once,
+        last."""
+        last = self.last_seq
+        if last is not None and rec.seq <= last:
             raise EcpaError(
                 ErrorCode.REPLAYED_NONCE,
-                f"expected seq > {last} (sequence numbers only grow), found {rec.seq}",
+                f"expected seq > {last} (sequence numbers only grow; a record seen before "
+                f"is a replay), found {rec.seq}",
             )
         st = rec.statement
         record_nonce(
             fence, st.challenge_nonce, expires_at=st.expires_at, fingerprint=rec.fingerprint
         )
-        if rec.seq in self.seqs:  # the same record twice in one log: a replay within it
-            raise replayed(st.challenge_nonce)
         if last is not None and rec.seq > last + 1:
             self.gaps.append((last + 1, rec.seq - 1))
-        self.seqs.add(rec.seq)
+        self.last_seq = rec.seq
         self.accepted += 1
         self.newest = rec
 

@@ -1,0 +1,130 @@
+"""A 0.2 launch directory written directly, as if ``ecpa run`` had supervised ``slots``
+scheduler processes for a long time: each process's log holds ``records`` signed records
+(one per ``interval`` seconds, the newest at ``now``), optionally after ``filler`` short
+lines that stand for a much longer history, with a fake ``/proc`` in which every process
+and the supervisor are alive. Used by ``bench.status`` and the status tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import ecpa
+from ecpa.observer._record import Signer, Window, build_evidence
+from ecpa.runtime.enroll import kid_for, log_name
+from ecpa.runtime.evidence import record_line
+from ecpa.runtime.launch import Slot
+from ecpa.runtime.plan import Plan, launch_document
+from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity
+
+__all__ = ["Written", "write_launch"]
+
+HOST = "bench-host"
+BOOT = "boot-bench"
+SUPERVISOR = ProcessIdentity(HOST, 100, 1, BOOT)
+ISSUER = "urn:ecpa:issuer:bench"
+CHALLENGE = "Q" * 43
+
+
+@dataclass(frozen=True)
+class Written:
+    """What was written: the launch directory, the fake ``/proc``, and the processes."""
+
+    directory: Path
+    proc_root: Path
+    processes: dict[Slot, ProcessIdentity]
+
+
+def _stat_line(pid: int, ppid: int, ticks: int) -> str:
+    fields = [str(pid), "(python3)", "S", str(ppid)] + ["0"] * 48
+    fields[21] = str(ticks)
+    return " ".join(fields) + "\n"
+
+
+def _fake_proc(root: Path, processes: dict[Slot, ProcessIdentity]) -> Path:
+    proc = root / "proc"
+    (proc / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
+    (proc / "sys" / "kernel" / "random" / "boot_id").write_text(BOOT + "\n")
+    (proc / "1").mkdir(exist_ok=True)
+    (proc / "1" / "stat").write_text(_stat_line(1, 0, 1))
+    entries = [(SUPERVISOR, 1), *((who, SUPERVISOR.pid) for who in processes.values())]
+    for who, parent in entries:
+        (proc / str(who.pid)).mkdir(exist_ok=True)
+        (proc / str(who.pid) / "stat").write_text(_stat_line(who.pid, parent, who.start_ticks))
+    return proc
+
+
+def write_launch(
+    root: Path,
+    *,
+    slots: int,
+    records: int,
+    now: int,
+    interval: int = 1,
+    filler: int = 0,
+    launch_id: str = "launch-bench",
+) -> Written:
+    """Write the launch under ``root`` (see the module's text) and return where."""
+    wanted = tuple(Slot("scheduler", i) for i in range(slots))
+    plan = Plan(
+        plan_id="plan-bench",
+        plugin_id="org.vllm-hust.dla/victim-selector",
+        artifact_digest="sha256:" + "7" * 64,
+        issuer=ISSUER,
+        emit_interval_s=interval,
+        heartbeat_window_s=3 * interval,
+        slots=wanted,
+    )
+    directory = root / launch_id
+    logs = directory / "evidence" / launch_id
+    logs.mkdir(parents=True, mode=0o700)
+    for path in (directory, directory / "evidence", logs):
+        path.chmod(0o700)
+    started = now - records * interval - 10
+    doc = launch_document(
+        plan, launch_id=launch_id, challenge=CHALLENGE, started_at=started, supervisor=SUPERVISOR
+    )
+    (directory / "launch.json").write_text(json.dumps(doc))
+    env = LaunchEnvironment(
+        plan_id=plan.plan_id,
+        launch_id=launch_id,
+        challenge=CHALLENGE,
+        plugin_id=plan.plugin_id,
+        artifact_digest=plan.artifact_digest,
+        issuer=ISSUER,
+        kid=None,
+        signing_key_file=None,
+        evidence_dir=directory / "evidence",
+        process_epoch=1,
+        enroll_socket=directory / "enroll.sock",
+    )
+    processes = {slot: ProcessIdentity(HOST, 1000 + slot.ordinal, 5000, BOOT) for slot in wanted}
+    entries = []
+    for slot, who in processes.items():
+        key = ecpa.SigningKey.from_seed(bytes([slot.ordinal % 256]) * 31 + b"k")
+        signer = Signer(key, kid_for(slot, who), slot, process_keys=True)
+        entries.append(
+            {
+                "issuer": ISSUER,
+                "kid": signer.kid,
+                "public_key_b64": key.public_key.to_b64(),
+                "subjects": ["host-runtime"],
+                "enabled": True,
+                "not_before": started - 5,
+                "not_after": now + 86400,
+            }
+        )
+        path = logs / log_name(signer.kid)
+        with path.open("wb") as out:
+            out.write(b"x\n" * filler)  # the long past, as short refused lines
+            for seq in range(1, records + 1):
+                at = now - (records - seq) * interval
+                window = Window(seq, 4 * seq, 3 * seq, seq, 0, 0, at - interval, at, at)
+                out.write(record_line(build_evidence(env, who, signer, window, issued_at=at)))
+        os.chmod(path, 0o600)
+    trust = {"schema": "ecpa-trust-store/0.1", "keys": entries}
+    (directory / "trust.json").write_text(json.dumps(trust))
+    return Written(directory, _fake_proc(root, processes), processes)

@@ -1,0 +1,232 @@
+"""A process log's full history, walked once and kept in a checkpoint beside it (RUNTIME.md
+"Slots": status time independent of how long the launch has run).
+
+``ecpa status`` decides each slot from the end of each log (:mod:`ecpa.runtime.tail`); the
+facts that need the whole history (records accepted and refused, gaps, torn lines) are
+walked forward from where the last status stopped, within a time budget, and saved in
+``.<log name>.status`` beside the log (mode 0600, replaced atomically). A checkpoint counts
+only while it is the same file (device and inode), no longer than it is, ending on a line
+boundary whose preceding bytes still hash as recorded, and of the same launch; otherwise the
+history is walked again from the start. It never decides a slot: a forged checkpoint can
+distort history counts, never coverage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from ecpa.runtime.evidence import LogLine, read_log
+from ecpa.runtime.stream import Stream
+
+__all__ = ["Checkpoint", "advance", "checkpoint_name", "complete_end", "load", "save"]
+
+CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.2"
+_ANCHOR_BYTES = 256
+_MAX_CHECKPOINT = 1 << 20
+_CHECK_EVERY = 32  # lines between two looks at the clock
+
+
+def checkpoint_name(log: str) -> str:
+    """``.<log>.status``: hidden beside the log, never taken for a process log."""
+    return f".{log}.status"
+
+
+@dataclass
+class Checkpoint:
+    """Where the history walk of one log stopped, and what it had seen until there."""
+
+    launch_id: str
+    dev: int
+    ino: int
+    offset: int
+    anchor: str
+    number: int
+    stream: Stream
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.stream
+        return {
+            "schema": CHECKPOINT_SCHEMA,
+            "launch_id": self.launch_id,
+            "dev": self.dev,
+            "ino": self.ino,
+            "offset": self.offset,
+            "anchor": self.anchor,
+            "number": self.number,
+            "accepted": s.accepted,
+            "refused": s.refused,
+            "listed": s.listed,
+            "unlisted": s.unlisted,
+            "expired": s.expired,
+            "torn": s.torn,
+            "gaps": [list(g) for g in s.gaps],
+            "last_seq": s.last_seq,
+        }
+
+
+def _anchor(fd: int, offset: int) -> str:
+    start = max(0, offset - _ANCHOR_BYTES)
+    return hashlib.sha256(os.pread(fd, offset - start, start)).hexdigest()
+
+
+def _from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
+    ints = ("dev", "ino", "offset", "number", "accepted", "unlisted", "expired", "torn")
+    if doc.get("schema") != CHECKPOINT_SCHEMA or any(type(doc.get(k)) is not int for k in ints):
+        raise ValueError("not a checkpoint")
+    refused = doc["refused"]
+    if not isinstance(refused, dict) or any(type(v) is not int for v in refused.values()):
+        raise ValueError("refused")
+    gaps = [(int(a), int(b)) for a, b in doc["gaps"]]
+    last = doc["last_seq"]
+    if last is not None and type(last) is not int:
+        raise ValueError("last_seq")
+    stream = Stream(
+        name=name,
+        accepted=doc["accepted"],
+        refused={str(k): v for k, v in refused.items()},
+        listed=[str(x) for x in doc["listed"]][:20],
+        unlisted=doc["unlisted"],
+        expired=doc["expired"],
+        torn=doc["torn"],
+        gaps=gaps,
+        last_seq=last,
+    )
+    return Checkpoint(
+        str(doc["launch_id"]),
+        doc["dev"],
+        doc["ino"],
+        doc["offset"],
+        str(doc["anchor"]),
+        doc["number"],
+        stream,
+    )
+
+
+def load(dir_fd: int, log: str, fd: int, launch_id: str) -> Checkpoint:
+    """The checkpoint of ``log`` (open as ``fd``) if it still holds for that file, else a
+    fresh one at its start. Never raises: an unusable checkpoint is only a slower status."""
+    st = os.fstat(fd)
+    fresh = Checkpoint(launch_id, st.st_dev, st.st_ino, 0, _anchor(fd, 0), 0, Stream(name=log))
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        cfd = os.open(checkpoint_name(log), flags, dir_fd=dir_fd)
+    except OSError:
+        return fresh
+    try:
+        if not stat.S_ISREG(os.fstat(cfd).st_mode):
+            return fresh
+        data = os.read(cfd, _MAX_CHECKPOINT + 1)
+        ck = _from_dict(json.loads(data), log)
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return fresh
+    finally:
+        os.close(cfd)
+    holds = (
+        ck.launch_id == launch_id
+        and (ck.dev, ck.ino) == (st.st_dev, st.st_ino)
+        and 0 <= ck.offset <= st.st_size
+        and (ck.offset == 0 or os.pread(fd, 1, ck.offset - 1) == b"\n")
+        and ck.anchor == _anchor(fd, ck.offset)
+    )
+    return ck if holds else fresh
+
+
+def save(dir_fd: int, log: str, ck: Checkpoint) -> str | None:
+    """Replace the checkpoint of ``log`` atomically; None, or why it could not be saved."""
+    name = checkpoint_name(log)
+    tmp = f"{name}.{secrets.token_hex(4)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+        try:
+            os.write(fd, json.dumps(ck.to_dict(), separators=(",", ":")).encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        return f"checkpoint of {log} not saved: {exc.strerror}"
+    return None
+
+
+class _Upto:
+    """A reader of ``fd`` from ``offset`` to ``end`` (complete lines only), that says where
+    it is."""
+
+    def __init__(self, fd: int, offset: int, end: int) -> None:
+        self._stream: BinaryIO = os.fdopen(os.dup(fd), "rb")
+        self._stream.seek(offset)
+        self.pos = offset
+        self._end = end
+
+    def readline(self, limit: int = -1) -> bytes:
+        room = self._end - self.pos
+        if room <= 0:
+            return b""
+        line = self._stream.readline(room if limit < 0 else min(limit, room))
+        self.pos += len(line)
+        return line
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def complete_end(fd: int, size: int) -> int:
+    """The offset just past the last ``\\n`` of the file (a line still being written, or
+    torn by a crash, is left for later)."""
+    pos = size
+    while pos > 0:
+        start = max(0, pos - 65536)
+        chunk = os.pread(fd, pos - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        pos = start
+    return 0
+
+
+def advance(
+    fd: int,
+    ck: Checkpoint,
+    walk: Callable[[Iterator[LogLine], Stream], None],
+    *,
+    deadline: float | None,
+) -> bool:
+    """Walk ``ck``'s log forward from its offset with ``walk`` until its last complete line
+    or ``deadline`` (``time.monotonic``), updating ``ck``; True when it reached the end."""
+    size = os.fstat(fd).st_size
+    end = complete_end(fd, size)
+    if ck.offset >= end:
+        return True
+    reader = _Upto(fd, ck.offset, end)
+    try:
+        lines = read_log(reader, first=ck.number + 1)  # type: ignore[arg-type]
+        stopped = False
+
+        def bounded() -> Iterator[LogLine]:
+            nonlocal stopped
+            for count, line in enumerate(lines, 1):
+                yield line
+                ck.offset, ck.number = reader.pos, line.number
+                late = deadline is not None and time.monotonic() >= deadline
+                if count % _CHECK_EVERY == 0 and late:
+                    stopped = True
+                    return
+
+        walk(bounded(), ck.stream)
+        if not stopped:
+            ck.offset = reader.pos
+    finally:
+        reader.close()
+    ck.anchor = _anchor(fd, ck.offset)
+    return ck.offset >= end

@@ -1,0 +1,193 @@
+"""A 0.2 launch's process logs as ``ecpa status`` reads them: each opened once, relative to
+its directory, never through a symlink; each decided from its end
+(:mod:`ecpa.runtime.tail`); its full history walked forward from the last checkpoint within
+a time budget (:mod:`ecpa.runtime.history`). The cost of a status is the logs' ends plus
+the budget, whatever the launch's age."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ecpa._files import describe_mode
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.fence import ReplayFence, record_nonce
+from ecpa.profile.trust import TrustStore
+from ecpa.profile.verify import Policy
+from ecpa.runtime import history, tail
+from ecpa.runtime.derive import walk
+from ecpa.runtime.evidence import Evidence, LogLine, is_json
+from ecpa.runtime.launch import ExpectedLaunch
+from ecpa.runtime.records import Accepted, check_record
+from ecpa.runtime.stream import Stream
+
+__all__ = ["MAX_LOGS", "ProcessLogs", "judge_logs", "open_process_logs"]
+
+_LOG_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\.[0-9]{1,5}-[0-9]{1,20}-[0-9]{1,20}\.jsonl")
+#: A launch has at most this many process logs read (a directory flooded with files is
+#: reported, not read to the end).
+MAX_LOGS = 4096
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass
+class ProcessLogs:
+    """The opened logs of one launch (close them with :meth:`close`)."""
+
+    dir_fd: int | None = None
+    fds: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+        if self.dir_fd is not None:
+            os.close(self.dir_fd)
+            self.dir_fd = None
+
+
+def open_process_logs(directory: Path) -> ProcessLogs:
+    """Each ``<kid>.jsonl`` in ``directory``, opened relative to it (the directory opened
+    once, ``O_NOFOLLOW``), regular files only; what was skipped, with the reason.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when the directory exists but cannot be opened.
+    """
+    logs = ProcessLogs()
+    try:
+        logs.dir_fd = os.open(directory, _DIR_FLAGS)
+    except FileNotFoundError:
+        logs.skipped.append(f"no evidence directory {directory} yet")
+        return logs
+    except OSError as exc:
+        detail = f"expected an evidence directory at {directory}, found: {exc.strerror}"
+        raise EcpaError(ErrorCode.INVALID_INPUT, detail) from None
+    for name in sorted(os.listdir(logs.dir_fd)):
+        if not _LOG_NAME.fullmatch(name):
+            if not name.startswith("."):
+                logs.skipped.append(
+                    f"file {name!r}: not a process log "
+                    "(<role>.<ordinal>-<pid>-<ticks>.jsonl), skipped"
+                )
+            continue
+        if len(logs.fds) >= MAX_LOGS:
+            logs.skipped.append(f"more than {MAX_LOGS} process logs: the rest not read")
+            break
+        try:
+            fd = os.open(name, _FILE_FLAGS, dir_fd=logs.dir_fd)
+        except OSError as exc:
+            logs.skipped.append(f"file {name!r}: not readable as a log ({exc.strerror}), skipped")
+            continue
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            logs.skipped.append(f"file {name!r}: {describe_mode(mode)}, not a log, skipped")
+            continue
+        os.set_blocking(fd, True)
+        logs.fds[name] = fd
+    return logs
+
+
+def _merge(ck: history.Checkpoint, decision: tail.TailDecision, name: str) -> Stream:
+    """The history's facts, and the record the log's end decides by."""
+    h = ck.stream
+    merged = Stream(
+        name=name,
+        accepted=h.accepted,
+        refused=dict(h.refused),
+        listed=list(h.listed),
+        unlisted=h.unlisted,
+        expired=h.expired,
+        torn=h.torn,
+        gaps=list(h.gaps),
+        last_seq=h.last_seq,
+        newest=decision.newest,
+    )
+    for at, exc in reversed(decision.refused):  # newer lines the history has not reached
+        if at >= ck.offset:
+            merged.refuse_at(f"{name} byte {at}", exc)
+    rec, offset = decision.newest, decision.offset
+    if rec is not None and offset is not None and offset >= ck.offset:
+        merged.accepted += 1
+        if h.last_seq is not None and rec.seq > h.last_seq + 1:
+            merged.gaps.append((h.last_seq + 1, rec.seq - 1))
+        merged.last_seq = rec.seq
+    return merged
+
+
+def judge_logs(
+    logs: ProcessLogs,
+    store: TrustStore,
+    expected: ExpectedLaunch,
+    *,
+    now: int,
+    fence: ReplayFence,
+    policy: Policy,
+    budget_s: float | None,
+    save: bool = True,
+) -> tuple[dict[str, Stream], list[str]]:
+    """One :class:`~ecpa.runtime.stream.Stream` per log, decided from its end, with its
+    history's facts as far as the checkpoint and ``budget_s`` seconds of walking reach
+    (``None``: to the end); and notes on what is not walked yet or not saved.
+
+    Raises:
+        EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
+    """
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    streams: dict[str, Stream] = {}
+    notes: list[str] = []
+    assert logs.dir_fd is not None or not logs.fds
+    for name, fd in logs.fds.items():
+        kid = name[: -len(".jsonl")]
+
+        def check(evidence: Evidence, kid: str = kid) -> Accepted:
+            rec = check_record(evidence, store, expected, now=now, policy=policy, file_kid=kid)
+            st = rec.statement
+            record_nonce(
+                fence, st.challenge_nonce, expires_at=st.expires_at, fingerprint=rec.fingerprint
+            )
+            return rec
+
+        def walk_into(lines: Iterator[LogLine], stream: Stream, kid: str = kid) -> None:
+            walk(
+                lines,
+                store,
+                expected,
+                now=now,
+                fence=fence,
+                policy=policy,
+                file_kid=kid,
+                stream=stream,
+            )
+
+        assert logs.dir_fd is not None
+        ck = history.load(logs.dir_fd, name, fd, expected.launch_id)
+        complete = history.advance(fd, ck, walk_into, deadline=deadline)
+        end = history.complete_end(fd, os.fstat(fd).st_size)
+        decision = tail.decide(
+            tail.newest_lines(fd, end),
+            check,
+            history_offset=ck.offset,
+            history_last_seq=ck.stream.last_seq,
+        )
+        merged = _merge(ck, decision, name)
+        size = os.fstat(fd).st_size
+        if size > end and not is_json(os.pread(fd, min(size - end, 1 << 20), end)):
+            merged.torn += 1  # a last line cut short by a crash (or being written now)
+        streams[name] = merged
+        if not complete:
+            notes.append(
+                f"{name}: history walked to byte {ck.offset} of {end}, the rest at the next status"
+            )
+        if save:
+            problem = history.save(logs.dir_fd, name, ck)
+            if problem is not None:
+                notes.append(problem)
+    return streams, notes

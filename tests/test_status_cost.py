@@ -1,0 +1,167 @@
+"""`ecpa status` decides each slot from the end of its log and keeps the full-history facts
+in an incremental checkpoint (issue 14): the same answer as a full re-verification of every
+line, whether the history has been walked or not. (The time it takes is measured in
+``python -m bench.status``, not here.)"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.launchdir import HOST, Written, write_launch
+from ecpa.profile.trust import TrustStore
+from ecpa.runtime.derive import derive_launch
+from ecpa.runtime.evidence import read_log
+from ecpa.runtime.history import checkpoint_name
+from ecpa.runtime.launch import launch_from_file
+from ecpa.runtime.process import ProcessIdentity, check_alive, descends_from
+from ecpa.runtime.status import status_from_launch_dir
+from ecpa.runtime.verdict import RuntimeStatus
+
+NOW = 1_800_000_000
+
+
+def logs_of(written: Written) -> Path:
+    return written.directory / "evidence" / written.directory.name
+
+
+def full(written: Written, now: int = NOW) -> RuntimeStatus:
+    """A full re-verification: every line of every log walked, the verdict on them."""
+    expected = launch_from_file(written.directory / "launch.json")
+    store = TrustStore.load(written.directory / "trust.json")
+    streams = {
+        p.name: read_log(io.BytesIO(p.read_bytes()))
+        for p in sorted(logs_of(written).glob("*.jsonl"))
+    }
+    proc = written.proc_root
+
+    def descends(who: ProcessIdentity) -> bool:
+        return descends_from(who.pid, 100, proc_root=proc)
+
+    return derive_launch(
+        streams,
+        store,
+        expected,
+        now=now,
+        liveness=lambda who: check_alive(who, proc_root=proc, host=HOST),
+        descends=descends,
+        supervisor=check_alive(expected.supervisor, proc_root=proc, host=HOST),  # type: ignore[arg-type]
+    )
+
+
+def status(written: Written, now: int = NOW, budget: float | None = None) -> RuntimeStatus:
+    return status_from_launch_dir(
+        written.directory, now=now, proc_root=written.proc_root, host=HOST, history_budget_s=budget
+    )
+
+
+def decision(s: RuntimeStatus) -> Any:
+    slots = [(x.slot, x.covered, x.process, x.kid, x.newest_seq, x.counters) for x in s.slots]
+    return (s.effective, slots)
+
+
+def history(s: RuntimeStatus) -> Any:
+    return (s.accepted, s.refused, s.gaps, s.torn)
+
+
+def pending(s: RuntimeStatus) -> bool:
+    return any("history walked to byte" in r for r in s.reasons)
+
+
+def append(written: Written, slot: int, data: bytes) -> None:
+    [log] = list(logs_of(written).glob(f"scheduler.{slot}-*.jsonl"))
+    with log.open("ab") as out:
+        out.write(data)
+
+
+def line_of(written: Written, slot: int, index: int) -> bytes:
+    [log] = list(logs_of(written).glob(f"scheduler.{slot}-*.jsonl"))
+    return log.read_bytes().splitlines(keepends=True)[index]
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> Written:
+    w = write_launch(tmp_path, slots=4, records=120, now=NOW)
+    append(w, 1, b"not json at all\n")  # refused
+    append(w, 2, line_of(w, 2, 10))  # an old record copied to the end: a replay
+    return w
+
+
+def test_a_cold_status_with_no_budget_is_a_full_reverification(written: Written) -> None:
+    reference = full(written)
+    got = status(written)
+    assert decision(got) == decision(reference)
+    assert history(got) == history(reference)
+    assert not pending(got)
+    assert reference.effective  # slot 2 decided by its newest real record, not the copy
+    # the junk line, and the old records (the copy at the end among them) past expires_at
+    assert set(reference.refused) == {"ATTESTATION_MALFORMED_JSON", "ATTESTATION_EXPIRED"}
+
+
+def test_the_decision_needs_no_history_and_the_history_catches_up(written: Written) -> None:
+    reference = full(written)
+    first = status(written, budget=0.0)  # a few lines of history per call, no more
+    assert pending(first)
+    assert decision(first) == decision(reference)  # decided from the ends alone
+    calls = 1
+    current = first
+    while pending(current):
+        current = status(written, budget=0.0)
+        calls += 1
+        assert decision(current) == decision(reference)
+        assert calls < 200
+    assert calls > 2  # it did take several calls
+    assert history(current) == history(reference)
+
+
+def test_new_records_after_a_checkpoint_are_walked_incrementally(written: Written) -> None:
+    assert not pending(status(written))
+    names = sorted(p.name for p in logs_of(written).iterdir() if p.name.startswith("."))
+    assert names == sorted(checkpoint_name(p.name) for p in logs_of(written).glob("*.jsonl"))
+    # Later: a gap in slot 0 (seq 122 without 121), junk in slot 3, at a later time.
+    more = write_launch(written.directory.parent / "more", slots=4, records=122, now=NOW + 2)
+    append(written, 0, line_of(more, 0, 121))
+    append(written, 3, b"\x00\x01\n")
+    later = NOW + 2
+    assert decision(status(written, later)) == decision(full(written, later))
+    got, reference = status(written, later), full(written, later)
+    # Facts that do not depend on the time are the same; a record accepted by an earlier
+    # status and expired since is counted as accepted there, as expired here.
+    assert (got.gaps, got.torn) == (reference.gaps, reference.torn)
+    timeless = {k: v for k, v in got.refused.items() if k != "ATTESTATION_EXPIRED"}
+    assert timeless == {k: v for k, v in reference.refused.items() if k != "ATTESTATION_EXPIRED"}
+    seen = got.accepted + got.refused.get("ATTESTATION_EXPIRED", 0)
+    assert seen == reference.accepted + reference.refused.get("ATTESTATION_EXPIRED", 0)
+    assert reference.gaps == ((121, 121),)
+
+
+def test_a_replaced_log_is_walked_again_from_its_start(written: Written) -> None:
+    assert not pending(status(written))
+    [log] = list(logs_of(written).glob("scheduler.3-*.jsonl"))
+    data = log.read_bytes()
+    log.unlink()
+    log.write_bytes(data[: len(data) // 2])  # another file, shorter: the checkpoint is void
+    os.chmod(log, 0o600)
+    got, reference = status(written), full(written)
+    assert decision(got) == decision(reference)
+    assert history(got) == history(reference)
+
+
+def test_a_forged_checkpoint_never_makes_a_slot_covered(written: Written) -> None:
+    """Whoever writes the checkpoint can distort history counts, never coverage: a slot
+    with no valid record at its end stays uncovered whatever the checkpoint says."""
+    [log] = list(logs_of(written).glob("scheduler.0-*.jsonl"))
+    log.write_bytes(b"junk\n" * 10)
+    status(written)  # writes a checkpoint for the junk log
+    ck_path = logs_of(written) / checkpoint_name(log.name)
+    doc = json.loads(ck_path.read_text())
+    doc.update(accepted=999, refused={}, last_seq=10)
+    ck_path.write_text(json.dumps(doc))
+    got = status(written)
+    assert not got.slots[0].covered
+    assert not got.effective
