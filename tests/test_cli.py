@@ -53,7 +53,7 @@ SCRIPT = Path(sys.executable).parent / "ecpa"
 def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    assert "16 of 16 steps behaved as the profile says" in out
+    assert "19 of 19 steps behaved as the profile says" in out
     for code in (
         "REPLAYED_NONCE",
         "ATTESTATION_INVALID_SIGNATURE",

@@ -590,3 +590,15 @@ def test_an_in_process_run_gives_the_callers_signal_handlers_back(tmp_path: Path
     before = {s: signal.getsignal(s) for s in FORWARDED}
     assert run(tmp_path, "true").status == 0
     assert {s: signal.getsignal(s) for s in FORWARDED} == before
+
+
+def test_slots_option_overrides_the_plans(tmp_path: Path) -> None:
+    result = run(tmp_path, "true", extra=("--slots", "scheduler.0, scheduler.1,prefill.0"))
+    assert result.status == 0, result.err
+    expected = launch_from_file(only_launch(tmp_path) / "launch.json")
+    assert expected.slots == (Slot("scheduler", 0), Slot("scheduler", 1), Slot("prefill", 0))
+    (tmp_path / "bad").mkdir()
+    for bad in ("scheduler", "scheduler.x", "Scheduler.0", "scheduler.0,scheduler.0", ""):
+        result = run(tmp_path / "bad", "true", extra=("--slots", bad))
+        assert result.status == 2, (bad, result.err)
+        assert "ECPA_INVALID_INPUT" in result.err

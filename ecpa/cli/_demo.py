@@ -23,7 +23,7 @@ from ecpa.cli._common import (
     safe,
     show,
 )
-from ecpa.cli._demo_launch import launch_loop
+from ecpa.cli._demo_launch import launch_loop, slots_loop
 from ecpa.corpus.runner import CORPUS_FILES, run_any, write
 from ecpa.observer._record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
@@ -295,6 +295,7 @@ def demo_command() -> None:
         run(verify, 1, "ATTESTATION_TRUST_POLICY", "evidence under a disabled key")
         run(status, 1, "no valid evidence", "runtime_effective under a disabled key")
         launch_loop(d, run, checks)
+        slots_loop(d, run, checks)
     passed = sum(checks)
     typer.echo(f"\n{passed} of {len(checks)} steps behaved as the profile says")
     raise typer.Exit(EXIT_OK if passed == len(checks) else EXIT_INVALID)

@@ -80,3 +80,61 @@ def launch_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0)
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def _rank_pid(launch_dir: Path, ordinal: int) -> int | None:
+    logs = sorted((launch_dir / "evidence" / launch_dir.name).glob(f"scheduler.{ordinal}-*.jsonl"))
+    return int(logs[-1].name.split("-")[1]) if logs else None
+
+
+def slots_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0) -> None:
+    """Two scheduler processes (ranks) in one launch: true with 2/2 slots covered; one rank
+    killed: false, naming its slot; one check per step."""
+    command = [sys.executable, "-m", "dla_plugin.drive", "--processes", "2", "--seconds", "120"]
+    command += ["--step-ms", "1"]
+    args = ["run", "--evidence-dir", str(d / "runs2"), "--slots", "scheduler.0,scheduler.1"]
+    args += ["--grace", "5", "--", *command]
+    typer.echo("\n# a launch with two scheduler processes (data parallelism 2): one slot each")
+    typer.echo("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
+    env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
+    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
+        [sys.executable, "-m", "ecpa", *args],
+        env=env,
+        cwd=d,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline().rstrip("\n")
+        typer.echo(first)
+        match = re.fullmatch(r"ecpa run: launch \S+ in (.+)", first)
+        checks.append(match is not None)
+        if match is None:
+            return
+        launch_dir = Path(match.group(1))
+        launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
+        deadline = time.monotonic() + timeout
+        while _quiet_status(launch_dir) != 0 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        status = ["status", "--launch", str(launch_dir)]
+        run(status, 0, "coverage: 2/2 slots", "both slots covered, each by its own process")
+        victim = _rank_pid(launch_dir, 1)
+        typer.echo(f"\n# kill rank 1 (pid {victim}) with SIGKILL, as a crash would")
+        if victim is not None:
+            os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while _quiet_status(launch_dir) == 0 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        run(status, 1, "slot scheduler.1: not covered", "withdrawn, naming the slot")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()

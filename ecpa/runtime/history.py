@@ -51,6 +51,8 @@ class Checkpoint:
     anchor: str
     number: int
     stream: Stream
+    #: Whether this checkpoint came from (or went to) its file as it is.
+    saved: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         s = self.stream
@@ -137,7 +139,10 @@ def load(dir_fd: int, log: str, fd: int, launch_id: str) -> Checkpoint:
         and (ck.offset == 0 or os.pread(fd, 1, ck.offset - 1) == b"\n")
         and ck.anchor == _anchor(fd, ck.offset)
     )
-    return ck if holds else fresh
+    if not holds:
+        return fresh
+    ck.saved = True
+    return ck
 
 
 def save(dir_fd: int, log: str, ck: Checkpoint) -> str | None:
@@ -156,6 +161,7 @@ def save(dir_fd: int, log: str, ck: Checkpoint) -> str | None:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         return f"checkpoint of {log} not saved: {exc.strerror}"
+    ck.saved = True
     return None
 
 

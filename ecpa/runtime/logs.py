@@ -169,6 +169,7 @@ def judge_logs(
 
         assert logs.dir_fd is not None
         ck = history.load(logs.dir_fd, name, fd, expected.launch_id)
+        before = ck.offset
         complete = history.advance(fd, ck, walk_into, deadline=deadline)
         end = history.complete_end(fd, os.fstat(fd).st_size)
         decision = tail.decide(
@@ -186,7 +187,7 @@ def judge_logs(
             notes.append(
                 f"{name}: history walked to byte {ck.offset} of {end}, the rest at the next status"
             )
-        if save:
+        if save and (ck.offset != before or not ck.saved):
             problem = history.save(logs.dir_fd, name, ck)
             if problem is not None:
                 notes.append(problem)

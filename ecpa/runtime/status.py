@@ -31,7 +31,7 @@ __all__ = ["HISTORY_BUDGET_S", "open_fence", "status_from_files", "status_from_l
 
 #: How long one status may spend walking logs' histories forward (the decision itself
 #: reads only the logs' ends); the rest of a long history is walked at the next status.
-HISTORY_BUDGET_S = 0.1
+HISTORY_BUDGET_S = 0.05
 
 
 def _bad(detail: str) -> EcpaError:
