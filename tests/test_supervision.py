@@ -29,6 +29,13 @@ time.sleep(60)
 """
 
 
+def _cmdline_has(entry: Path, text: bytes) -> bool:
+    try:
+        return text in (entry / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def pids(tmp: Path, prefix: str) -> list[int]:
     return sorted(int(p.name.rsplit("-", 1)[1]) for p in tmp.glob(f"{prefix}-*"))
 
@@ -86,6 +93,12 @@ def test_sigkill_of_ecpa_run_stops_the_command_and_status_is_false(
     proc.wait(timeout=20)
     # The direct child (the python -c script) got SIGTERM from the kernel and is gone.
     expected = launch_from_file(directory / "launch.json")
+    script_pids = [
+        int(e.name)
+        for e in Path("/proc").iterdir()
+        if e.name.isdigit() and _cmdline_has(e, b"subprocess.Popen(sys.argv[1:])")
+    ]
+    assert wait_until(lambda: not any(alive(pid) for pid in script_pids), timeout=10)
     assert expected.supervisor is not None
     assert not (directory / "exit.json").exists()
     # The grandchild (the driver) may still run, reparented: status is false all the same.
@@ -150,3 +163,70 @@ def test_grace_then_sigkill_and_a_second_signal_at_once(tmp_path: Path, launches
     assert proc.wait(timeout=20) == 128 + signal.SIGKILL
     assert time.monotonic() - sent < 10
     assert exit_doc(directory)["signal"] == signal.SIGKILL
+
+
+def test_a_closed_stderr_never_stops_the_supervision(tmp_path: Path, launches: Launches) -> None:
+    """Review: with its stderr a pipe nobody reads (`ecpa run ... 2>&1 | head -1`), SIGPIPE
+    killed `ecpa run` before it passed SIGTERM on: the tree ran on, no exit.json."""
+    proc, directory = launches.start(sys.executable, "-c", TRAP, str(tmp_path), "5")
+    assert wait_until(lambda: len(pids(tmp_path, "ready")) == 1)
+    launches.pids.update(pids(tmp_path, "ready"))
+    assert proc.stderr is not None
+    proc.stderr.close()  # the reader went away
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 5  # the child's status, not 141 (SIGPIPE)
+    assert exit_doc(directory)["exit_status"] == 5
+    assert not any(alive(pid) for pid in pids(tmp_path, "ready"))
+
+
+#: Forks a copy of itself and exits, again and again: a process tree that never holds still.
+HOPPER = """
+import os, sys, time
+open(os.path.join(sys.argv[1], f"hop-{os.getpid()}"), "w").close()
+while True:
+    if os.fork():
+        os._exit(0)
+    time.sleep(0.001)
+"""
+
+
+def test_a_tree_that_keeps_forking_is_gone_when_ecpa_run_returns(
+    tmp_path: Path, launches: Launches
+) -> None:
+    """Review: SIGKILL was sent once, to a snapshot of the tree; a process that keeps
+    forking new copies of itself outlived `ecpa run`. The tree is now frozen, then killed."""
+    script = f"{sys.executable} -c '{HOPPER}' {tmp_path} & sleep 60"
+    proc, _directory = launches.start("sh", "-c", script, grace=0.5)
+    assert wait_until(lambda: len(list(tmp_path.glob("hop-*"))) == 1)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    time.sleep(0.5)
+    survivors = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"os.fork()" in cmdline and str(tmp_path).encode() in cmdline:
+                survivors.append(int(entry.name))
+    launches.pids.update(survivors)
+    assert survivors == []
+
+
+def test_a_hostile_trust_store_never_skips_exit_json(tmp_path: Path, launches: Launches) -> None:
+    """Review: a command that wrote `"keys": 5` into trust.json made the finish raise a
+    TypeError (exit 3) before exit.json."""
+    script = (
+        "import json, os, sys\n"
+        "d = os.path.dirname(os.environ['ECPA_EVIDENCE_DIR'])\n"
+        "open(os.path.join(d, 'trust.json'), 'w').write(json.dumps("
+        "{'schema': 'ecpa-trust-store/0.1', 'keys': 5}))\n"
+        "sys.exit(4)\n"
+    )
+    proc, directory = launches.start(sys.executable, "-c", script)
+    assert proc.wait(timeout=30) == 4
+    assert exit_doc(directory)["exit_status"] == 4
+    assert proc.stderr is not None
+    assert "keys" in proc.stderr.read()

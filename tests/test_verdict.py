@@ -252,3 +252,13 @@ def test_slot_status_carries_the_process_and_counters() -> None:
     assert s0.counters["selections"] == 5
     assert not s1.covered
     assert "no selections: the plugin has not chosen a victim yet" in s1.reasons
+
+
+def test_one_process_claiming_two_slots_is_a_conflict() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1)
+    launch.write(S1, proc(11), 1)  # the same process, keys for both slots
+    status = launch.derive()
+    assert not status.effective
+    for name, other in (("scheduler.0", "scheduler.1"), ("scheduler.1", "scheduler.0")):
+        assert f"conflict: process 11 also claims slot(s) ['{other}']" in slot_reasons(status, name)

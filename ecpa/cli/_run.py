@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -109,21 +111,29 @@ def run_command(
     typer.echo(f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True)
 
     def say(line: str) -> None:  # said loudly; the command's status still passes through
-        typer.echo(f"ecpa run: {safe(line)}", err=True)
+        with contextlib.suppress(OSError):  # a closed stderr must not stop the supervision
+            typer.echo(f"ecpa run: {safe(line)}", err=True)
+
+    # Supervising, a closed pipe on stderr must be an error to ignore, not a signal that
+    # kills ecpa run half way (the command still gets SIGPIPE by default: the exec wrapper
+    # restores it).
+    if standalone[0] and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
     result, _problems = supervise_launch(
         launch, command, grace=grace, say=say, then_ignore=standalone[0]
     )
-    name = safe(shlex.quote(command[0]))
+    name = shlex.quote(command[0])
     if result.error is not None:
-        typer.echo(f"ecpa run: {safe(result.error)}", err=True)
+        say(result.error)
     elif result.signal is not None:
-        typer.echo(f"ecpa run: {name} killed by {_signal_name(result.signal)}", err=True)
-    typer.echo(
-        f"ecpa run: {name} exited with status {result.status}; "
-        f"ecpa status --launch {safe(shlex.quote(str(launch.directory)))}",
-        err=True,
-    )
+        say(f"{name} killed by {_signal_name(result.signal)}")
+    where = shlex.quote(str(launch.directory))
+    say(f"{name} exited with status {result.status}; ecpa status --launch {where}")
+    if standalone[0]:
+        with contextlib.suppress(OSError):  # nothing more to say on a closed stderr
+            sys.stderr.flush()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # so no late flush can fail either
     raise typer.Exit(result.status)
 
 

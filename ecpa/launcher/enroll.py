@@ -9,7 +9,8 @@ in :attr:`EnrollServer.pending` until its deadline. For each request it checks, 
 3. that process, read from ``/proc`` now, is the identity claimed (host, boot id, start
    ticks): a process cannot enroll a key in another's name;
 4. the peer descends from ``ecpa run`` (a child subreaper: its tree stays its own);
-5. the process has no key yet (one key, one slot per process identity);
+5. the process has no key yet (one key, one slot per process identity); the very same
+   request again (a retry after a slow answer) gets the same answer;
 6. the key loads by every rule of PROFILE §5 (no small-order key).
 
 Then it adds the key to ``trust.json`` under the store's lock, with ``kid``
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import struct
 import time
@@ -37,9 +39,14 @@ from ecpa.runtime.trust_file import update_trust_file
 
 __all__ = ["EnrollServer", "Enrolled"]
 
-_REQUEST_TIMEOUT_S = 5.0
+_REQUEST_TIMEOUT_S = 2.0
 _MAX_PENDING = 64
+_MAX_REFUSED = 100
 _PEERCRED = struct.Struct("3i")
+_SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5
+#: Enrollment waits at most this long for the trust store's lock: the supervisor's loop
+#: must go on (signals, reaping); a busy store is refused and the observer tries again.
+_LOCK_TIMEOUT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,31 @@ class _Pending:
     pid: int
     uid: int
     deadline: float
+    pidfd: int | None = None
     data: bytes = b""
+
+
+def _peer_pidfd(conn: socket.socket) -> int | None:
+    """The kernel's pidfd of the process that connected, or None where unsupported."""
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD, 4)
+    except OSError:
+        return None
+    return int.from_bytes(raw, "little", signed=True)
+
+
+def _pidfd_pid(pidfd: int) -> int | None:
+    """The pid the pidfd names while its process lives, else None (exited)."""
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+        with open(f"/proc/self/fdinfo/{pidfd}", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pid:"):
+                    pid = int(line.split()[1])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 @dataclass
@@ -107,6 +138,12 @@ class EnrollServer:
             return []
         return [self._sock.fileno(), *self.pending]
 
+    def _evict_oldest(self) -> None:
+        """Room for a new peer: the oldest pending one goes (a flood of silent connections
+        must not lock real schedulers out, nor make the loop spin on a full queue)."""
+        oldest = min(self.pending.values(), key=lambda peer: peer.deadline)
+        self._finish(oldest, error="too many pending enrollments: try again")
+
     def serve(self, ready: list[int]) -> None:
         """Accept and answer what ``ready`` (from ``select``) says can be read; drop peers
         past their deadline. Raises nothing."""
@@ -123,7 +160,9 @@ class EnrollServer:
 
     def _accept(self) -> None:
         assert self._sock is not None
-        while len(self.pending) < _MAX_PENDING:
+        for _ in range(_MAX_PENDING):
+            if len(self.pending) >= _MAX_PENDING:
+                self._evict_oldest()
             try:
                 conn, _ = self._sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -138,7 +177,7 @@ class EnrollServer:
                 conn.close()
                 continue
             deadline = time.monotonic() + _REQUEST_TIMEOUT_S
-            self.pending[conn.fileno()] = _Pending(conn, pid, uid, deadline)
+            self.pending[conn.fileno()] = _Pending(conn, pid, uid, deadline, _peer_pidfd(conn))
 
     def _read(self, peer: _Pending) -> None:
         try:
@@ -157,13 +196,17 @@ class EnrollServer:
         try:
             kid = self._enroll(peer)
         except EcpaError as exc:
-            self.refused.append(f"pid {peer.pid}: {exc.detail}")
+            if len(self.refused) < _MAX_REFUSED:
+                self.refused.append(f"pid {peer.pid}: {exc.detail}")
             self._finish(peer, error=exc.detail)
         else:
             self._finish(peer, kid=kid)
 
     def _finish(self, peer: _Pending, *, kid: str | None = None, error: str | None = None) -> None:
         self.pending.pop(peer.conn.fileno(), None)
+        if peer.pidfd is not None:
+            os.close(peer.pidfd)
+            peer.pidfd = None
         data = reply_bytes(kid=kid, error=error)
         with contextlib.suppress(OSError):
             peer.conn.setblocking(True)
@@ -171,6 +214,15 @@ class EnrollServer:
             while data:  # MSG_NOSIGNAL: a peer gone already must not SIGPIPE ecpa run
                 data = data[peer.conn.send(data, socket.MSG_NOSIGNAL) :]
         peer.conn.close()
+
+    def _still_the_peer(self, peer: _Pending) -> None:
+        if peer.pidfd is None:  # a kernel without SO_PEERPIDFD: the pid alone, as before
+            return
+        if _pidfd_pid(peer.pidfd) != peer.pid:
+            raise self._refuse(
+                f"the process that connected (pid {peer.pid}) has exited: a pid may not be "
+                "enrolled for whoever reuses it"
+            )
 
     def _refuse(self, detail: str) -> EcpaError:
         return EcpaError(ErrorCode.INVALID_INPUT, f"enrollment refused: {detail}")
@@ -182,10 +234,12 @@ class EnrollServer:
         claimed = request.identity
         if claimed.pid != peer.pid:  # step 2
             raise self._refuse(f"the request claims pid {claimed.pid}, the peer is pid {peer.pid}")
+        self._still_the_peer(peer)
         try:  # step 3
             actual = read_identity(peer.pid, proc_root=self.proc_root, host=self.host)
         except EcpaError as exc:
             raise self._refuse(f"cannot read the peer's identity: {exc.detail}") from None
+        self._still_the_peer(peer)  # alive throughout: its pid was not reused meanwhile
         if actual != claimed:
             raise self._refuse(
                 f"the request claims {claimed.start_identity} on {claimed.host!r}, the peer is "
@@ -195,10 +249,11 @@ class EnrollServer:
             raise self._refuse(
                 f"pid {peer.pid} is not a descendant of ecpa run (pid {self.supervisor_pid})"
             )
-        if actual in self.enrolled:  # step 5
-            raise self._refuse(
-                f"pid {peer.pid} already holds key {self.enrolled[actual].kid!r} (one per process)"
-            )
+        known = self.enrolled.get(actual)
+        if known is not None:  # step 5
+            if known.request == request:
+                return known.kid  # the same request again: a retry after a slow answer
+            raise self._refuse(f"pid {peer.pid} already holds key {known.kid!r} (one per process)")
         kid = kid_for(request.slot, actual)
         now = int(self.clock())
         entry = {
@@ -220,7 +275,7 @@ class EnrollServer:
             return doc
 
         try:  # step 6: the store checks the key by every rule before it is written
-            update_trust_file(self.trust_file, add)
+            update_trust_file(self.trust_file, add, timeout=_LOCK_TIMEOUT_S)
         except EcpaError as exc:
             raise self._refuse(exc.detail) from None
         self.enrolled[actual] = Enrolled(kid, actual, request)

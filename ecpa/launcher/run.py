@@ -316,7 +316,14 @@ def _closing(ended_at: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
     the launch; other changes made meanwhile, a disabled key, stay)."""
 
     def change(doc: dict[str, Any]) -> dict[str, Any]:
-        for entry in doc.get("keys", []):
+        keys = doc.get("keys")
+        if not isinstance(keys, list):
+            raise EcpaError(
+                ErrorCode.TRUST_STORE_CONFIG,
+                "expected the launch's trust store with a 'keys' array, "
+                f"found {type(keys).__name__}",
+            )
+        for entry in keys:
             if isinstance(entry, dict) and type(entry.get("not_after")) is int:
                 before = entry.get("not_before")
                 floor = before if type(before) is int else 0

@@ -40,6 +40,8 @@ __all__ = ["FORWARDED", "LaunchExit", "Supervisor", "descendants"]
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _POLL_S = 0.05
+#: While the command runs and nothing is asked: reaping and the socket only, less often.
+_IDLE_POLL_S = 0.2
 #: After SIGKILL, how long to wait for the kernel to let processes go (uninterruptible sleep).
 _KILL_WAIT_S = 5.0
 _PR_SET_CHILD_SUBREAPER = 36
@@ -118,13 +120,15 @@ def _resolve(command: str, env: dict[str, str]) -> LaunchExit | None:
     return None
 
 
-def _parent_map(proc_root: Path) -> dict[int, list[int]]:
-    """Each pid's children, from the parent field of every ``/proc/<pid>/stat``."""
-    parents: dict[int, list[int]] = {}
+def _table(proc_root: Path) -> tuple[dict[int, list[int]], dict[int, int]]:
+    """Each pid's children, and each live (not zombie) pid's process group, from every
+    ``/proc/<pid>/stat``."""
+    children: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
     try:
         names = os.listdir(proc_root)
     except OSError:
-        return parents
+        return children, groups
     for name in names:
         if not name.isdigit():
             continue
@@ -133,9 +137,16 @@ def _parent_map(proc_root: Path) -> dict[int, list[int]]:
         except OSError:
             continue
         fields = data[data.rfind(b")") + 1 :].split()
-        if len(fields) > 1 and fields[1].isdigit():
-            parents.setdefault(int(fields[1]), []).append(int(name))
-    return parents
+        if len(fields) > 2 and fields[1].isdigit() and fields[2].isdigit():
+            children.setdefault(int(fields[1]), []).append(int(name))
+            if fields[0] not in (b"Z", b"X"):
+                groups[int(name)] = int(fields[2])
+    return children, groups
+
+
+def _parent_map(proc_root: Path) -> dict[int, list[int]]:
+    """Each pid's children, from the parent field of every ``/proc/<pid>/stat``."""
+    return _table(proc_root)[0]
 
 
 def descendants(
@@ -144,7 +155,10 @@ def descendants(
     """Every live process whose parent chain reaches ``root`` (not ``root`` itself), read
     from ``/proc`` now, leaving out the subtrees of the children of ``root`` in ``exclude``.
     Zombies are included: they still need reaping."""
-    parents = _parent_map(proc_root)
+    return _descendants(_parent_map(proc_root), root, exclude)
+
+
+def _descendants(parents: dict[int, list[int]], root: int, exclude: frozenset[int]) -> list[int]:
     found: list[int] = []
     queue = [pid for pid in parents.get(root, []) if pid not in exclude]
     while queue:
@@ -221,12 +235,22 @@ class Supervisor:
         return self._loop(child)
 
     def _signal_tree(self, child: int | None, signum: int) -> int:
-        """Send ``signum`` to every process of the tree; return how many got it."""
-        targets = self.tree()
+        """Send ``signum`` to every process of the tree, and to every process group the
+        tree's processes lead or belong to (``killpg`` reaches a whole group at once, a
+        process forking meanwhile included); return how many processes were signalled."""
+        parents, groups = _table(Path("/proc"))
+        me = os.getpid()
+        targets = _descendants(parents, me, self.foreign)
         if child is not None and child not in targets:
             targets.append(child)
+        own = groups.get(me)
+        for group in {groups[pid] for pid in targets if pid in groups} - {own, 0, 1}:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
         sent = 0
         for pid in targets:
+            if pid not in groups and pid != child:
+                continue  # a zombie: nothing to signal, only to reap
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
                 sent += 1
@@ -237,16 +261,36 @@ class Supervisor:
         return descendants(os.getpid(), exclude=self.foreign)
 
     def _reap(self, child: subprocess.Popen[bytes], result: list[LaunchExit]) -> None:
-        # Only the tree's own children: a caller's other children keep their exit statuses.
-        for pid in [p for p in _children(os.getpid()) if p not in self.foreign]:
-            try:
-                done, status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                continue
-            if done == child.pid:
-                exit_ = LaunchExit.from_wait_status(status)
-                child.returncode = -exit_.signal if exit_.signal else exit_.status
-                result.append(exit_)
+        if self.foreign:  # only the tree's own children: a caller's keep their statuses
+            pids = [p for p in _children(os.getpid()) if p not in self.foreign]
+        else:  # a process of its own (the ecpa script): every child is the tree's
+            pids = [-1]
+        for pid in pids:
+            while True:
+                try:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if done == 0:
+                    break
+                if done == child.pid:
+                    exit_ = LaunchExit.from_wait_status(status)
+                    child.returncode = -exit_.signal if exit_.signal else exit_.status
+                    result.append(exit_)
+                if pid != -1:
+                    break
+
+    def _kill_tree(self, child: int | None) -> int:
+        """SIGKILL to the tree and its process groups, sweep after sweep until a listing
+        finds nothing left to kill (at most 32 sweeps a call; the loop calls again)."""
+        sent = 0
+        for _ in range(32):
+            killed = self._signal_tree(child, signal.SIGKILL)
+            sent += killed
+            child = None
+            if not killed:
+                break
+        return sent
 
     def _wait(self, timeout: float) -> None:
         fds = self.enroll.fds() if self.enroll is not None else []
@@ -265,25 +309,28 @@ class Supervisor:
         while True:
             self._reap(child, result)
             now = time.monotonic()
-            while handled < len(self.signals):
+            leader = None if result else child.pid
+            while handled < len(self.signals):  # act first, then say (saying may fail)
                 signum = self.signals[handled]
                 handled += 1
                 if term_at is None:
                     term_at = now
+                    self._signal_tree(leader, signum)
                     self.say(f"{signal.Signals(signum).name}: passed on to the command's tree")
-                    self._signal_tree(None if result else child.pid, signum)
                 elif killed_at is None:
                     killed_at = now
+                    self._kill_tree(leader)
                     self.say("second signal: SIGKILL to the command's tree")
-                    self._signal_tree(None if result else child.pid, signal.SIGKILL)
             if result and term_at is None:  # the direct child exited by itself
                 term_at = now
                 if self._signal_tree(None, signal.SIGTERM):
                     self.say("the command exited; SIGTERM to the processes it left behind")
             if term_at is not None and killed_at is None and now - term_at >= self.grace:
                 killed_at = now
-                if self._signal_tree(None if result else child.pid, signal.SIGKILL):
+                if self._kill_tree(leader):
                     self.say(f"grace of {self.grace:g} s over: SIGKILL to the command's tree")
+            if killed_at is not None and self.tree():
+                self._kill_tree(leader)  # whatever appeared since: killed as well
             if result and not self.tree():
                 return result[0]
             if killed_at is not None and now - killed_at > _KILL_WAIT_S:
@@ -291,4 +338,4 @@ class Supervisor:
                 self.say(f"processes that did not end after SIGKILL: {left}")
                 if result:
                     return result[0]
-            self._wait(_POLL_S)
+            self._wait(_POLL_S if term_at is not None else _IDLE_POLL_S)

@@ -176,8 +176,9 @@ class Observer:
         """Count one dispatch: ``SELECTION``, ``ABSTENTION`` or ``FAILURE`` (any other value
         counts as a failure). The hot path: increments only; never raises, never blocks on
         I/O, and works after :meth:`close` too (nothing is emitted then)."""
-        if self._reborn:  # the first count in a forked child (0.2): its own stream
-            self._rebirth()
+        if self._reborn:  # the first count in a forked child (0.2): its threads, once
+            self._reborn = False
+            self.start()
         with self._lock:
             self._calls += 1
             if outcome == SELECTION:
@@ -344,12 +345,12 @@ class Observer:
         if not self.process_keys or self._closed or self._custom_log:
             self._closed = self._stop = True
             return
-        self._reborn = True
+        self._rebirth()
 
     def _rebirth(self) -> None:
-        """The forked child's own observer, made on its first count (RUNTIME.md "Process
-        keys": a forked child re-enrolls with its own key before it signs)."""
-        self._reborn = False
+        """The forked child's own observer, made once, at the fork (RUNTIME.md "Process
+        keys": a forked child re-enrolls with its own key before it signs): its identity and
+        key here; its threads at its first count, its enrollment on its emitter thread."""
         try:
             identity = read_identity()
         except EcpaError:
@@ -369,8 +370,7 @@ class Observer:
         self._owner_pid = os.getpid()
         self._sink = Sink(self.log_path, self._queue_size)
         self._closed = self._stop = False
-        if self._autostart:
-            self.start()
+        self._reborn = self._autostart  # threads cannot be started in a fork hook: later
 
     def __repr__(self) -> str:
         return f"Observer(launch_id={self.launch.launch_id!r}, log={str(self.log_path)!r})"

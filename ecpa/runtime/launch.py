@@ -13,6 +13,7 @@ are in :mod:`ecpa.runtime.plan`.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -267,7 +268,7 @@ def launch_ended(path: Path) -> str | None:
     command ended), or None when there is no such file. Never raises: an unreadable or
     malformed file still means the launch ended, and the reason says what is wrong with it.
     """
-    if not path.exists():
+    if not os.path.lexists(path):  # a dangling symlink is there too: read, and refused
         return None
     try:
         doc = parse_object(
