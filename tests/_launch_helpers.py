@@ -103,16 +103,24 @@ class Launches:
         return found
 
     def cleanup(self) -> None:
+        """Stop every `ecpa run` with SIGTERM (it then stops and reaps its own tree: nothing
+        is left for init, which may not reap, to collect), SIGKILL what still runs after
+        that, and every pid the test learned of."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=15)
+            if proc.stderr is not None:
+                proc.stderr.close()
         for pid in self.pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=20)
-            if proc.stderr is not None:
-                proc.stderr.close()
 
 
 @pytest.fixture

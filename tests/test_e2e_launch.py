@@ -40,10 +40,14 @@ PLAN = {
 def launches(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
     yield procs
-    for proc in procs:
+    for proc in procs:  # SIGTERM first: ecpa run then stops and reaps its whole tree
         if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
             proc.kill()
-        proc.wait(timeout=20)
+            proc.wait(timeout=20)
         if proc.stderr is not None:
             proc.stderr.close()
 

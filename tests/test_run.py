@@ -479,10 +479,14 @@ time.sleep(30)
 def spawned() -> Iterator[list[subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
     yield procs
-    for proc in procs:
+    for proc in procs:  # SIGTERM first: ecpa run then stops and reaps its whole tree
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def start_ecpa(

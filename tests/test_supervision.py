@@ -112,7 +112,9 @@ def test_a_command_that_exits_at_once_leaves_nothing_running(
     """Fact 4: `sh -c 'python -m dla_plugin.drive & exit 0'`: `ecpa run` returned at once and
     the driver kept running and signing."""
     command = " ".join(DRIVE)
-    proc, directory = launches.start("sh", "-c", f"{command} & sleep 1.5; exit 0", grace=5)
+    logs = '"$ECPA_EVIDENCE_DIR"/*/*.jsonl'
+    wait = f"until ls {logs} >/dev/null 2>&1; do sleep 0.1; done"  # the driver has signed
+    proc, directory = launches.start("sh", "-c", f"{command} & {wait}; exit 0", grace=5)
     assert wait_until(lambda: bool(launches.logs(directory)), timeout=20)
     assert proc.wait(timeout=30) == 0
     [log] = launches.logs(directory)

@@ -244,16 +244,20 @@ class Supervisor:
         if child is not None and child not in targets:
             targets.append(child)
         own = groups.get(me)
+        signalled: set[int] = set()
         for group in {groups[pid] for pid in targets if pid in groups} - {own, 0, 1}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signum)
+                signalled.add(group)
         sent = 0
         for pid in targets:
             if pid not in groups and pid != child:
                 continue  # a zombie: nothing to signal, only to reap
+            sent += 1
+            if groups.get(pid) in signalled:
+                continue  # once only: a process handling the signal must not get it twice
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
-                sent += 1
         return sent
 
     def tree(self) -> list[int]:
