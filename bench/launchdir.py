@@ -44,7 +44,7 @@ def _stat_line(pid: int, ppid: int, ticks: int) -> str:
     return " ".join(fields) + "\n"
 
 
-def _fake_proc(root: Path, processes: dict[Slot, ProcessIdentity]) -> Path:
+def _fake_proc(root: Path, processes: dict[object, ProcessIdentity]) -> Path:
     proc = root / "proc"
     (proc / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
     (proc / "sys" / "kernel" / "random" / "boot_id").write_text(BOOT + "\n")
@@ -66,6 +66,7 @@ def write_launch(
     interval: int = 1,
     filler: int = 0,
     launch_id: str = "launch-bench",
+    twin: bool = False,
 ) -> Written:
     """Write the launch under ``root`` (see the module's text) and return where."""
     wanted = tuple(Slot("scheduler", i) for i in range(slots))
@@ -102,9 +103,14 @@ def write_launch(
         enroll_socket=directory / "enroll.sock",
     )
     processes = {slot: ProcessIdentity(HOST, 1000 + slot.ordinal, 5000, BOOT) for slot in wanted}
+    writers = [
+        (slot, who, bytes([slot.ordinal % 256]) * 31 + b"k") for slot, who in processes.items()
+    ]
+    if twin:  # a second live process in slot 0, with a key of its own
+        writers.append((wanted[0], ProcessIdentity(HOST, 2000, 5000, BOOT), b"t" * 32))
     entries = []
-    for slot, who in processes.items():
-        key = ecpa.SigningKey.from_seed(bytes([slot.ordinal % 256]) * 31 + b"k")
+    for slot, who, seed in writers:
+        key = ecpa.SigningKey.from_seed(seed)
         signer = Signer(key, kid_for(slot, who), slot, process_keys=True)
         entries.append(
             {
@@ -127,4 +133,5 @@ def write_launch(
         os.chmod(path, 0o600)
     trust = {"schema": "ecpa-trust-store/0.1", "keys": entries}
     (directory / "trust.json").write_text(json.dumps(trust))
-    return Written(directory, _fake_proc(root, processes), processes)
+    alive = {**{(s, w.pid): w for s, w, _ in writers}}
+    return Written(directory, _fake_proc(root, alive), processes)

@@ -165,3 +165,60 @@ def test_a_forged_checkpoint_never_makes_a_slot_covered(written: Written) -> Non
     got = status(written)
     assert not got.slots[0].covered
     assert not got.effective
+
+
+def test_junk_after_a_second_claimants_records_never_makes_the_slot_covered(
+    tmp_path: Path,
+) -> None:
+    """Review: a second live process's log in slot 0, with 64 junk lines after its records
+    (or a checkpoint forged to make its end look out of order), was dropped from the
+    conflict check: status said covered, a full re-verification a conflict. A log whose end
+    decides nothing is now decided by the newest record its history accepted (checked
+    again), or leaves its slot uncovered: never the more permissive answer."""
+    w = write_launch(tmp_path, slots=1, records=30, now=NOW, twin=True)
+    assert not full(w).effective  # two live processes claim scheduler.0
+    assert not status(w).effective
+    [twin] = list(logs_of(w).glob("scheduler.0-2000-*.jsonl"))
+    with twin.open("ab") as out:
+        out.write(b"junk\n" * 70)  # nothing acceptable within the end's 64 lines
+    assert not full(w).effective
+    got = status(w)
+    assert not got.effective
+    assert not got.slots[0].covered
+    ck_path = logs_of(w) / checkpoint_name(twin.name)
+    doc = json.loads(ck_path.read_text())
+    doc["last_seq"] = 10**9  # forged: every record at its end now looks out of order
+    ck_path.write_text(json.dumps(doc))
+    forged = status(w)
+    assert not forged.effective
+    assert not forged.slots[0].covered
+
+
+@pytest.mark.parametrize("content", ["[]", '"x"', '{"schema": 1}', '{"gaps": [[1e400, 1]]}'])
+def test_a_garbled_checkpoint_is_only_a_slower_status(written: Written, content: str) -> None:
+    """Review: a checkpoint holding [] or a huge number crashed every later status."""
+    assert not pending(status(written))
+    for ck in logs_of(written).glob(".*.status"):
+        ck.write_text(content)
+    got = status(written)
+    assert decision(got) == decision(full(written))
+    assert history(got) == history(full(written))
+
+
+def test_a_last_record_without_its_newline_decides_like_a_full_walk(tmp_path: Path) -> None:
+    w = write_launch(tmp_path, slots=1, records=1, now=NOW)
+    [log] = list(logs_of(w).glob("*.jsonl"))
+    log.write_bytes(log.read_bytes().rstrip(b"\n"))
+    assert decision(status(w)) == decision(full(w))
+    assert status(w).effective
+
+
+def test_a_huge_unterminated_last_line_is_not_read_through(tmp_path: Path) -> None:
+    w = write_launch(tmp_path, slots=1, records=5, now=NOW)
+    [log] = list(logs_of(w).glob("*.jsonl"))
+    with log.open("ab") as out:
+        out.write(b"x" * (8 << 20))  # 8 MiB without a newline
+    got, reference = status(w), full(w)
+    assert decision(got) == decision(reference)
+    assert (got.refused, got.torn) == (reference.refused, reference.torn)
+    assert got.refused.get("ATTESTATION_TOO_LARGE") == 1

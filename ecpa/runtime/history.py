@@ -24,15 +24,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ecpa.runtime.evidence import LogLine, read_log
+from ecpa.runtime.evidence import MAX_RECORD_LENGTH, LogLine, read_log
 from ecpa.runtime.stream import Stream
 
 __all__ = ["Checkpoint", "advance", "checkpoint_name", "complete_end", "load", "save"]
 
 CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.2"
-_ANCHOR_BYTES = 256
+_ANCHOR_BYTES = 4096
 _MAX_CHECKPOINT = 1 << 20
-_CHECK_EVERY = 32  # lines between two looks at the clock
 
 
 def checkpoint_name(log: str) -> str:
@@ -51,6 +50,8 @@ class Checkpoint:
     anchor: str
     number: int
     stream: Stream
+    #: Where the newest record the walk accepted starts (None: none accepted yet).
+    newest_offset: int | None = None
     #: Whether this checkpoint came from (or went to) its file as it is.
     saved: bool = False
 
@@ -72,6 +73,7 @@ class Checkpoint:
             "torn": s.torn,
             "gaps": [list(g) for g in s.gaps],
             "last_seq": s.last_seq,
+            "newest_offset": self.newest_offset,
         }
 
 
@@ -102,6 +104,11 @@ def _from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
         gaps=gaps,
         last_seq=last,
     )
+    newest = doc.get("newest_offset")
+    if newest is not None and (type(newest) is not int or newest < 0):
+        raise ValueError("newest_offset")
+    if (newest is None) != (last is None):
+        raise ValueError("newest_offset and last_seq disagree")
     return Checkpoint(
         str(doc["launch_id"]),
         doc["dev"],
@@ -110,6 +117,7 @@ def _from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
         str(doc["anchor"]),
         doc["number"],
         stream,
+        newest,
     )
 
 
@@ -127,8 +135,11 @@ def load(dir_fd: int, log: str, fd: int, launch_id: str) -> Checkpoint:
         if not stat.S_ISREG(os.fstat(cfd).st_mode):
             return fresh
         data = os.read(cfd, _MAX_CHECKPOINT + 1)
-        ck = _from_dict(json.loads(data), log)
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        doc = json.loads(data)
+        if not isinstance(doc, dict):
+            return fresh
+        ck = _from_dict(doc, log)
+    except Exception:  # any unusable checkpoint is only a slower status
         return fresh
     finally:
         os.close(cfd)
@@ -189,16 +200,14 @@ class _Upto:
 
 def complete_end(fd: int, size: int) -> int:
     """The offset just past the last ``\\n`` of the file (a line still being written, or
-    torn by a crash, is left for later)."""
-    pos = size
-    while pos > 0:
-        start = max(0, pos - 65536)
-        chunk = os.pread(fd, pos - start, start)
-        cut = chunk.rfind(b"\n")
-        if cut >= 0:
-            return start + cut + 1
-        pos = start
-    return 0
+    torn by a crash, is left for later). A last line longer than any record may be is not
+    searched through: then the whole file counts, and its reader refuses that line."""
+    start = max(0, size - (MAX_RECORD_LENGTH + 2))
+    chunk = os.pread(fd, size - start, start)
+    cut = chunk.rfind(b"\n")
+    if cut >= 0:
+        return start + cut + 1
+    return 0 if start == 0 else size
 
 
 def advance(
@@ -206,12 +215,13 @@ def advance(
     ck: Checkpoint,
     walk: Callable[[Iterator[LogLine], Stream], None],
     *,
+    end: int,
     deadline: float | None,
 ) -> bool:
-    """Walk ``ck``'s log forward from its offset with ``walk`` until its last complete line
-    or ``deadline`` (``time.monotonic``), updating ``ck``; True when it reached the end."""
-    size = os.fstat(fd).st_size
-    end = complete_end(fd, size)
+    """Walk ``ck``'s log forward from its offset to ``end`` (a line boundary) with ``walk``
+    until ``deadline`` (``time.monotonic``), at least one line a call so that the history
+    always catches up, updating ``ck`` (and where its newest accepted record starts); True
+    when it reached ``end``."""
     if ck.offset >= end:
         return True
     reader = _Upto(fd, ck.offset, end)
@@ -221,11 +231,15 @@ def advance(
 
         def bounded() -> Iterator[LogLine]:
             nonlocal stopped
-            for count, line in enumerate(lines, 1):
-                yield line
+            start = ck.offset
+            for line in lines:
+                newest = ck.stream.newest
+                yield line  # walked when the generator resumes
+                if ck.stream.newest is not newest:
+                    ck.newest_offset = start
                 ck.offset, ck.number = reader.pos, line.number
-                late = deadline is not None and time.monotonic() >= deadline
-                if count % _CHECK_EVERY == 0 and late:
+                start = reader.pos
+                if deadline is not None and time.monotonic() >= deadline:
                     stopped = True
                     return
 

@@ -10,7 +10,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
 from ecpa.runtime import history, tail
 from ecpa.runtime.derive import walk
-from ecpa.runtime.evidence import Evidence, LogLine, is_json
+from ecpa.runtime.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is_json, parse_record
 from ecpa.runtime.launch import ExpectedLaunch
 from ecpa.runtime.records import Accepted, check_record
 from ecpa.runtime.stream import Stream
@@ -122,6 +122,36 @@ def _merge(ck: history.Checkpoint, decision: tail.TailDecision, name: str) -> St
     return merged
 
 
+def _fall_back(
+    fd: int,
+    ck: history.Checkpoint,
+    complete: bool,
+    check: Callable[[Evidence], Accepted],
+    merged: Stream,
+) -> None:
+    """The log's end holds no acceptable record, yet records were accepted before: the
+    newest of those decides, when the history reaches the end and that record still
+    checks; otherwise the log is undecided (its slot is not covered: never the more
+    permissive answer)."""
+    offset = ck.newest_offset
+    if complete and offset is not None:
+        raw = os.pread(fd, MAX_RECORD_LENGTH + 2, offset)
+        line = raw.split(b"\n", 1)[0].rstrip(b"\r")
+        try:
+            rec = check(parse_record(line))
+        except EcpaError as exc:
+            if exc.code is ErrorCode.REPLAY_STORE:
+                raise
+        else:
+            if rec.seq == ck.stream.last_seq:
+                merged.newest = rec
+                return
+    merged.undecided = (
+        "no acceptable record at the end of the log, and its newest accepted record "
+        "could not be checked again"
+    )
+
+
 def judge_logs(
     logs: ProcessLogs,
     store: TrustStore,
@@ -170,18 +200,27 @@ def judge_logs(
         assert logs.dir_fd is not None
         ck = history.load(logs.dir_fd, name, fd, expected.launch_id)
         before = ck.offset
-        complete = history.advance(fd, ck, walk_into, deadline=deadline)
-        end = history.complete_end(fd, os.fstat(fd).st_size)
+        size = os.fstat(fd).st_size
+        end = history.complete_end(fd, size)
+        complete = history.advance(fd, ck, walk_into, end=end, deadline=deadline)
+        candidates = tail.newest_lines(fd, end)
+        fragment = os.pread(fd, min(size - end, MAX_RECORD_LENGTH + 1), end) if size > end else b""
+        if fragment and is_json(fragment):  # a whole record without its newline: a line
+            candidates.insert(0, (end, fragment))
         decision = tail.decide(
-            tail.newest_lines(fd, end),
+            candidates,
             check,
             history_offset=ck.offset,
             history_last_seq=ck.stream.last_seq,
         )
         merged = _merge(ck, decision, name)
-        size = os.fstat(fd).st_size
-        if size > end and not is_json(os.pread(fd, min(size - end, 1 << 20), end)):
+        if len(fragment) > MAX_RECORD_LENGTH:  # as the reader refuses an over-long line
+            detail = f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found more"
+            merged.refuse_at(f"{name} byte {end}", EcpaError(ErrorCode.TOO_LARGE, detail))
+        elif fragment and not is_json(fragment):
             merged.torn += 1  # a last line cut short by a crash (or being written now)
+        if decision.newest is None and ck.stream.last_seq is not None:
+            _fall_back(fd, ck, complete, check, merged)
         streams[name] = merged
         if not complete:
             notes.append(

@@ -31,6 +31,8 @@ class Stream:
     #: The highest seq accepted so far (kept across checkpoints, unlike ``newest``).
     last_seq: int | None = None
     newest: Accepted | None = None
+    #: Why the record that decides for this log is unknown (then its slot is not covered).
+    undecided: str | None = None
 
     def refuse(self, number: int, exc: EcpaError) -> None:
         """Count a refused line (``number``: its line number)."""

@@ -12,11 +12,12 @@ slots, is a conflict; a dead process replaced by a live one is superseded, not a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
+from ecpa.runtime.enroll import parse_kid
 from ecpa.runtime.launch import ExpectedLaunch, Slot
 from ecpa.runtime.process import Liveness, ProcessIdentity
 from ecpa.runtime.records import Accepted
@@ -212,6 +213,16 @@ class Judge:
         )
         return self._slot_status(slot, rec, not failed, failed + passed)
 
+    @staticmethod
+    def _undecided(slot: SlotStatus, reasons: list[str]) -> SlotStatus:
+        """A slot with a log whose deciding record is unknown is not covered (that log's
+        process might be a second live claimant: never the more permissive answer)."""
+        if not reasons:
+            return slot
+        return replace(
+            slot, covered=False, reasons=(*[f"undecided: {r}" for r in reasons], *slot.reasons)
+        )
+
     def launch(
         self, streams: Iterable[Stream], *, supervisor: Liveness | None, skipped: list[str]
     ) -> RuntimeStatus:
@@ -223,7 +234,15 @@ class Judge:
             if stream.newest is not None:
                 by_slot.setdefault(stream.newest.slot, []).append(stream)
                 claims.setdefault(stream.newest.identity, set()).add(stream.newest.slot)
-        slots = tuple(self._slot(s, by_slot.get(s, []), claims) for s in self.expected.slots)
+        undecided: dict[Slot, list[str]] = {}
+        for stream in walked:
+            named = parse_kid(stream.name[: -len(".jsonl")]) if stream.name else None
+            if stream.undecided is not None and named is not None:
+                undecided.setdefault(named[0], []).append(f"{stream.name}: {stream.undecided}")
+        slots = tuple(
+            self._undecided(self._slot(s, by_slot.get(s, []), claims), undecided.get(s, []))
+            for s in self.expected.slots
+        )
         failed: list[str] = []
         passed: list[str] = []
         if supervisor is not None:
