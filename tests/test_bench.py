@@ -72,3 +72,18 @@ def test_bench_table_prints_every_row(tmp_path: Path) -> None:
             assert "<=" in r["target"], r
     assert re.search(r"^8 rows in \d+ s", out, re.MULTILINE), out
     assert list(tmp_path.iterdir()) == []  # the logs were removed
+
+
+def test_status_bench_prints_its_rows_and_the_same_answer() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.status", "--slots", "2", "--hours", "0.5", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    for row in ("status, 2 slots x 0.5 h (warm)", "status, 2 slots x 0.5 h (cold)"):
+        assert row in out, out
+    # the figures are not asserted; the answer check is: status equals the full re-verification
+    assert re.search(r"status, 2 slots x 10 min, caught up .* same answer\s+meets", out), out
