@@ -264,3 +264,14 @@ def test_wait_until_is_not_vacuous() -> None:
     # The helper the tests above lean on must report a timeout as False.
     assert wait_until(lambda: False, timeout=0.05) is False
     assert ecpa.ErrorCode.INVALID_INPUT.value == "ECPA_INVALID_INPUT"
+
+
+def test_an_exit_json_that_is_a_dangling_symlink_still_ends_the_launch(tmp_path: Path) -> None:
+    """Review: `exists()` followed the link, so a dangling exit.json read as 'not ended'."""
+    from ecpa.runtime.launch import launch_ended
+
+    link = tmp_path / "exit.json"
+    link.symlink_to(tmp_path / "nowhere")
+    reason = launch_ended(link)
+    assert reason is not None
+    assert reason.startswith("launch ended (exit.json unreadable")
