@@ -38,6 +38,18 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+def ecpa_cmd(*args: str | Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """``ecpa ARGS`` as a process; a hang is a failure (TimeoutExpired), never a stall."""
+    return subprocess.run(
+        [str(ECPA), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=timeout,
+        check=False,
+    )
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, step: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while True:

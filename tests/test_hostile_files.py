@@ -16,22 +16,10 @@ import pytest
 import ecpa
 from ecpa.observer import SELECTION, Observer
 from ecpa.runtime.process import LaunchEnvironment
-from tests._launch_helpers import ECPA, Launches, clean_env, launches, wait_until
+from tests._launch_helpers import Launches, clean_env, ecpa_cmd, launches, wait_until
 from tests.support import KEY_1, trust_doc
 
 __all__ = ["launches"]  # the fixture, used by name
-
-
-def ecpa_cmd(*args: str | Path, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
-    """``ecpa ARGS`` as a process; a hang is a failure (TimeoutExpired), never a stall."""
-    return subprocess.run(
-        [str(ECPA), *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture

@@ -17,21 +17,19 @@ import pytest
 from ecpa.profile._b64 import b64u_encode
 from ecpa.profile.keys import SigningKey
 from tests._cli_helpers import RECORD_SCHEMA, signed
-from tests._launch_helpers import DRIVE, ECPA, Launches, clean_env, launches, status, wait_status
+from tests._launch_helpers import (
+    DRIVE,
+    ECPA,
+    Launches,
+    clean_env,
+    ecpa_cmd,
+    launches,
+    status,
+    wait_status,
+)
 from tests.support import NOW, statement, trust_doc
 
 __all__ = ["launches"]  # the fixture, used by name
-
-
-def ecpa_cmd(*args: str | Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(ECPA), *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture

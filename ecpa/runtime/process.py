@@ -146,18 +146,11 @@ def _start_ticks(pid: int, proc_root: Path) -> int | None:
     The command name (field 2) is in parentheses and may itself hold spaces and ``)``, so
     the fields are counted from after the LAST ``)``: field 3 is the first one there.
     """
-    try:
-        data = (proc_root / str(pid) / "stat").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+    fields = _stat_fields(pid, proc_root)
+    if fields is None or fields[0] in (b"Z", b"X"):  # field 3, the state
         return None
-    except OSError as exc:
-        raise _bad(f"expected a readable /proc/{pid}/stat, found: {exc.strerror}") from None
-    end = data.rfind(b")")
-    fields = data[end + 1 :].split()
-    if end < 0 or len(fields) < 20 or not (fields[19].isdigit() and len(fields[19]) <= 20):
-        raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {data[:80]!r}")
-    if fields[0] in (b"Z", b"X"):  # field 3, the state
-        return None
+    if not (fields[19].isdigit() and len(fields[19]) <= 20):
+        raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {fields[19]!r}")
     return int(fields[19])  # field 22 is the 20th after the command name
 
 

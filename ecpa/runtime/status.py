@@ -38,13 +38,13 @@ def _bad(detail: str) -> EcpaError:
     return EcpaError(ErrorCode.INVALID_INPUT, detail)
 
 
-def open_fence(replay_db: Path | None) -> ReplayFence | None:
-    """The durable fence at ``replay_db`` (SQLite), or None.
+def open_fence(replay_db: Path | None, stack: ExitStack) -> ReplayFence | None:
+    """The durable fence at ``replay_db`` (SQLite), closed with ``stack``, or None.
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when it cannot be used.
     """
-    return None if replay_db is None else SqliteReplayFence(replay_db)
+    return None if replay_db is None else stack.enter_context(SqliteReplayFence(replay_db))
 
 
 def status_from_files(
@@ -73,9 +73,7 @@ def status_from_files(
 
     with ExitStack() as stack:
         stream = stack.enter_context(open_regular(evidence_log, ErrorCode.INVALID_INPUT))
-        fence = open_fence(replay_db)
-        if fence is not None:
-            stack.callback(getattr(fence, "close", lambda: None))
+        fence = open_fence(replay_db, stack)
         return derive(
             read_log(stream),
             store,
@@ -209,11 +207,8 @@ def _status_02(
     logs = open_process_logs(directory / "evidence" / expected.launch_id)
     try:
         with ExitStack() as stack:
-            fence = open_fence(replay_db)
-            if fence is None:
-                fence = MemoryReplayFence()
-            else:
-                stack.callback(getattr(fence, "close", lambda: None))
+            durable = open_fence(replay_db, stack)  # (a fence has __len__: no `or`)
+            fence: ReplayFence = MemoryReplayFence() if durable is None else durable
             streams, notes = judge_logs(
                 logs,
                 store,
