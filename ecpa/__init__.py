@@ -18,7 +18,12 @@ from ecpa.profile.sign import Signed, sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustEntry, TrustStore
 from ecpa.profile.verify import Binding, Policy, Verified, verify
-from ecpa.runtime.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence
+from ecpa.runtime.replay import (
+    MemoryReplayFence,
+    PostgresReplayFence,
+    ReplayFence,
+    SqliteReplayFence,
+)
 
 __all__ = [
     "PROFILE_ID",
@@ -29,6 +34,7 @@ __all__ = [
     "ErrorCode",
     "MemoryReplayFence",
     "Policy",
+    "PostgresReplayFence",
     "Process",
     "ReplayFence",
     "Signed",

@@ -44,6 +44,9 @@ class ErrorCode(str, Enum):
     #: The replay fence's store cannot be used (unreachable, locked, unwritable, a table
     #: that cannot enforce uniqueness): the command stops (exit 2); no item is judged by it.
     REPLAY_STORE = "ECPA_REPLAY_STORE"
+    #: The evidence store (PostgreSQL: ``ecpa ship``, ``ecpa status --db``) cannot be used:
+    #: unreachable, a schema of another version, or no such launch in it (exit 2).
+    EVIDENCE_STORE = "ECPA_EVIDENCE_STORE"
 
     def __str__(self) -> str:
         return self.value

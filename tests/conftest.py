@@ -7,9 +7,107 @@ own ``max_examples`` and ``deadline``.
 
 from __future__ import annotations
 
+import glob
 import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+# PostgreSQL: a throw-away cluster started by the repository's own script (scripts/pg-up),
+# once per session and only when a test asks for it; stopped and removed at the end.
+REPO = Path(__file__).resolve().parent.parent
+PG_HOW = (
+    "install PostgreSQL (Debian: apt install postgresql; initdb and pg_ctl on PATH or in "
+    "/usr/lib/postgresql/*/bin), or start a server with `scripts/pg-up DIR` and set "
+    "ECPA_TEST_PG_DSN to the DSN it prints"
+)
+
+
+def _pg_binaries() -> bool:
+    if shutil.which("initdb") and shutil.which("pg_ctl"):
+        return True
+    return any(
+        os.access(os.path.join(d, "initdb"), os.X_OK)
+        for d in glob.glob("/usr/lib/postgresql/*/bin")
+    )
+
+
+class PgServer:
+    """The session's PostgreSQL server: its DSN, and stop/start for fault tests."""
+
+    def __init__(self, dsn: str, directory: Path | None) -> None:
+        self.dsn = dsn
+        self.directory = directory
+
+    def stop(self) -> None:
+        assert self.directory is not None, "an outside server (ECPA_TEST_PG_DSN) is not stopped"
+        subprocess.run([sys.executable, REPO / "scripts/pg-down", self.directory], check=True)
+
+    def start(self) -> None:
+        assert self.directory is not None
+        out = subprocess.run(
+            [sys.executable, REPO / "scripts/pg-up", "--no-fsync", self.directory],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        assert out.stdout.strip() == self.dsn, (out.stdout, self.dsn)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("PostgreSQL tests need psycopg 3: pip install -e '.[dev]'")
+    outside = os.environ.get("ECPA_TEST_PG_DSN")
+    if outside:
+        yield PgServer(outside, None)
+        return
+    if not _pg_binaries():
+        pytest.skip(f"PostgreSQL tests skipped, no server binaries found: {PG_HOW}")
+    directory = Path(tempfile.mkdtemp(prefix="ecpa-pg-", dir="/tmp"))
+    try:
+        out = subprocess.run(  # a test cluster: no flush per commit (a clean restart keeps all)
+            [sys.executable, REPO / "scripts/pg-up", "--no-fsync", directory],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if out.returncode != 0:  # the binaries are there: a server that cannot start fails
+            pytest.fail(f"scripts/pg-up failed (exit {out.returncode}): {out.stderr.strip()}")
+        yield PgServer(out.stdout.strip(), directory)
+    finally:
+        subprocess.run(
+            [sys.executable, REPO / "scripts/pg-down", directory], capture_output=True, check=False
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_dsn(pg_server: PgServer) -> Iterator[str]:
+    """A DSN whose search path is a fresh schema of its own: each test sees empty tables."""
+    import psycopg
+
+    schema = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in pg_server.dsn else "?"
+    yield f"{pg_server.dsn}{sep}options=-csearch_path%3D{schema}"
+    try:
+        with psycopg.connect(pg_server.dsn, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    except psycopg.Error:
+        pass  # a test that stopped the server: the cluster goes with the session

@@ -1,6 +1,7 @@
 """PROFILE §3 step 25 and RUNTIME.md "No replay": each ``challenge_nonce`` is accepted once,
-by the in-memory fence across threads and by the SQLite fence across threads, processes and
-a close and reopen."""
+by the in-memory fence across threads, by the SQLite fence across threads, processes and a
+close and reopen, and by the PostgreSQL fence (the contract here, faults in
+``test_postgres.py``)."""
 
 from __future__ import annotations
 
@@ -41,13 +42,16 @@ def sqlite_fence(tmp_path: Path) -> Iterator[SqliteReplayFence]:
         yield fence
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def fence(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "memory":
         yield MemoryReplayFence()
-    else:
+    elif request.param == "sqlite":
         with SqliteReplayFence(tmp_path / "fence.db") as sqlite:
             yield sqlite
+    else:  # the same contract on a real server (skipped, saying how, where there is none)
+        with ecpa.PostgresReplayFence(request.getfixturevalue("pg_dsn")) as pg:
+            yield pg
 
 
 # --- both fences ---------------------------------------------------------------------------

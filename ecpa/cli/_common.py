@@ -28,6 +28,7 @@ USAGE_CODES = frozenset(
         ErrorCode.INVALID_INPUT,
         ErrorCode.INVALID_KEY,
         ErrorCode.REPLAY_STORE,
+        ErrorCode.EVIDENCE_STORE,
     }
 )
 MAX_INPUT_BYTES = 64 * 1024 * 1024  # a bundle, statement, .jws or corpus file

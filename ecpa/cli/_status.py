@@ -96,9 +96,10 @@ def status_command(
         ),
     ] = None,
     replay_db: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            help="SQLite replay fence shared across runs (a fence that cannot be used: exit 2)."
+            help="Replay fence shared across runs: an SQLite file or a postgresql:// DSN "
+            "(a fence that cannot be used: exit 2)."
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,

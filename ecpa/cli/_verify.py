@@ -32,7 +32,7 @@ from ecpa.profile.statement import describe_validation
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime.evidence import verify_evidence
-from ecpa.runtime.replay import ReplayFence, SqliteReplayFence
+from ecpa.runtime.replay import ReplayFence, open_replay_fence
 
 #: More workers than this is a mistake, not a speed-up (each is a process).
 MAX_JOBS = 256
@@ -115,10 +115,11 @@ def verify_command(
         Path | None, typer.Option(help="JSON file with the six expected binding values.")
     ] = None,
     replay_db: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            help="SQLite replay fence: each nonce is accepted once (a fence that cannot be "
-            "used stops the command, exit 2)."
+            help="Replay fence, an SQLite file or a postgresql:// DSN shared by several "
+            "hosts: each nonce is accepted once (a fence that cannot be used stops the "
+            "command, exit 2)."
         ),
     ] = None,
     as_json: Annotated[
@@ -150,7 +151,9 @@ def verify_command(
     with ExitStack() as stack:
         fence: ReplayFence | None = None
         if replay_db is not None:
-            fence = stack.enter_context(SqliteReplayFence(replay_db))
+            durable = open_replay_fence(replay_db)
+            stack.callback(durable.close)
+            fence = durable
         if workers > 1:
             config = VerifyConfig(
                 store.document, when, policy, expected, as_json, fence is not None

@@ -15,8 +15,17 @@ import time
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import MemoryReplayFence, ReplayFence, record_nonce, replayed
+from ecpa.runtime.postgres import PostgresReplayFence, is_postgres_dsn
 
-__all__ = ["MemoryReplayFence", "ReplayFence", "SqliteReplayFence", "record_nonce", "replayed"]
+__all__ = [
+    "MemoryReplayFence",
+    "PostgresReplayFence",
+    "ReplayFence",
+    "SqliteReplayFence",
+    "open_replay_fence",
+    "record_nonce",
+    "replayed",
+]
 
 
 class SqliteReplayFence:
@@ -174,3 +183,15 @@ class SqliteReplayFence:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_replay_fence(spec: str | os.PathLike[str]) -> SqliteReplayFence | PostgresReplayFence:
+    """The durable fence ``spec`` names: a ``postgresql://`` (or ``postgres://``) DSN opens a
+    :class:`~ecpa.runtime.postgres.PostgresReplayFence`, anything else an SQLite file.
+
+    Raises:
+        EcpaError: ``ECPA_REPLAY_STORE`` when that fence cannot be used.
+    """
+    if is_postgres_dsn(spec):
+        return PostgresReplayFence(str(spec))
+    return SqliteReplayFence(spec)

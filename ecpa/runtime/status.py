@@ -24,10 +24,13 @@ from ecpa.runtime.evidence import read_log
 from ecpa.runtime.launch import ExpectedLaunch, launch_ended, launch_from_file
 from ecpa.runtime.logs import judge_logs, open_process_logs
 from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, descends_from
-from ecpa.runtime.replay import SqliteReplayFence
+from ecpa.runtime.replay import open_replay_fence
 from ecpa.runtime.verdict import RuntimeStatus
 
 __all__ = ["HISTORY_BUDGET_S", "open_fence", "status_from_files", "status_from_launch_dir"]
+
+#: A durable replay fence: an SQLite file, a ``postgresql://`` DSN, or None (in memory).
+ReplayDb = str | Path | None
 
 #: How long one status may spend walking logs' histories forward (the decision itself
 #: reads only the logs' ends); the rest of a long history is walked at the next status.
@@ -38,13 +41,18 @@ def _bad(detail: str) -> EcpaError:
     return EcpaError(ErrorCode.INVALID_INPUT, detail)
 
 
-def open_fence(replay_db: Path | None, stack: ExitStack) -> ReplayFence | None:
-    """The durable fence at ``replay_db`` (SQLite), closed with ``stack``, or None.
+def open_fence(replay_db: ReplayDb, stack: ExitStack) -> ReplayFence | None:
+    """The durable fence ``replay_db`` names (an SQLite path or a ``postgresql://`` DSN),
+    closed with ``stack``, or None.
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when it cannot be used.
     """
-    return None if replay_db is None else stack.enter_context(SqliteReplayFence(replay_db))
+    if replay_db is None:
+        return None
+    fence = open_replay_fence(replay_db)
+    stack.callback(fence.close)
+    return fence
 
 
 def status_from_files(
@@ -55,7 +63,7 @@ def status_from_files(
     now: int,
     proc_root: Path = Path("/proc"),
     host: str | None = None,
-    replay_db: Path | None = None,
+    replay_db: ReplayDb = None,
     max_idle: int | None = None,
 ) -> RuntimeStatus:
     """:func:`~ecpa.runtime.derive.derive` over the log at ``evidence_log`` with the trust
@@ -91,7 +99,7 @@ def status_from_launch_dir(
     now: int,
     proc_root: Path = Path("/proc"),
     host: str | None = None,
-    replay_db: Path | None = None,
+    replay_db: ReplayDb = None,
     max_idle: int | None = None,
     history_budget_s: float | None = HISTORY_BUDGET_S,
 ) -> RuntimeStatus:
@@ -163,7 +171,7 @@ def _status_01(
     now: int,
     proc_root: Path,
     host: str | None,
-    replay_db: Path | None,
+    replay_db: ReplayDb,
     max_idle: int | None,
 ) -> RuntimeStatus:
     log = directory / "evidence" / f"{expected.launch_id}.jsonl"
@@ -186,7 +194,7 @@ def _status_02(
     now: int,
     proc_root: Path,
     host: str | None,
-    replay_db: Path | None,
+    replay_db: ReplayDb,
     max_idle: int | None,
     ended: str | None,
     history_budget_s: float | None,
