@@ -194,8 +194,10 @@ def test_profile_core_loads_alone() -> None:
         )
     ]
     # ``import ecpa.profile`` runs ``ecpa/__init__`` first, which is the public facade and
-    # re-exports the replay fences of the runtime room: only those may appear.
-    assert set(others) <= {"ecpa.runtime", "ecpa.runtime.replay"}
+    # re-exports the replay fences of the runtime room: only those may appear, and the
+    # PostgreSQL fence without its driver (psycopg is loaded when a fence is opened).
+    assert set(others) <= {"ecpa.runtime", "ecpa.runtime.replay", "ecpa.runtime.postgres"}
+    assert "psycopg" not in loaded
 
 
 def test_importing_the_plugin_imports_no_simulator() -> None:

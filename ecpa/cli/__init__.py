@@ -19,6 +19,7 @@ from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, U
 from ecpa.cli._demo import corpus_app, demo_command
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
 from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, run_command
+from ecpa.cli._ship import SHIP_EXAMPLES, ship_command
 from ecpa.cli._status import STATUS_EXAMPLES, status_command
 from ecpa.cli._verify import VERIFY_EXAMPLES, inspect_command, verify_command
 from ecpa.errors import EcpaError
@@ -61,6 +62,7 @@ app.add_typer(corpus_app, name="corpus")
 app.command("demo")(demo_command)
 app.command("status", epilog=STATUS_EXAMPLES)(status_command)
 app.command("run", epilog=RUN_EXAMPLES, context_settings=RUN_CONTEXT)(run_command)
+app.command("ship", epilog=SHIP_EXAMPLES)(ship_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,8 @@ import typer
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, json_line, read_json_object, safe
 from ecpa.profile._json import MAX_SAFE_INTEGER
 from ecpa.runtime.launch import expected_from_dict
+from ecpa.runtime.postgres import is_postgres_dsn
+from ecpa.runtime.remote import status_from_store
 from ecpa.runtime.status import status_from_files, status_from_launch_dir
 from ecpa.runtime.verdict import RuntimeStatus, SlotStatus
 
@@ -21,6 +23,12 @@ Examples:
   ecpa status --launch runs/launch-1
   ecpa status --launch runs/launch-1 --max-idle 30 --json
   ecpa status --evidence ev/launch-1.jsonl --trust trust.json --binding binding.json --json
+  ecpa status --db postgresql://ecpa@db.example/ecpa --launch-id launch-1 --json
+
+\b
+--db: from the evidence store `ecpa ship` fills, for a launch on another host. /proc of that
+host is not read: a process counts as alive while its newest signed heartbeat is within the
+heartbeat window, and the reasons say so.
 
 \b
 binding.json: {"plan_id", "launch_id", "plugin_id", "artifact_digest", "process_epoch",
@@ -81,7 +89,12 @@ def status_command(
     evidence: Annotated[
         Path | None, typer.Option(help="Evidence log (.jsonl); needs --trust and --binding.")
     ] = None,
-    trust: Annotated[Path | None, typer.Option(help="Trust store file (with --evidence).")] = None,
+    trust: Annotated[
+        Path | None,
+        typer.Option(
+            help="Trust store file (with --evidence; with --db: instead of the shipped one)."
+        ),
+    ] = None,
     binding: Annotated[
         Path | None, typer.Option(help="JSON file with the expected launch (with --evidence).")
     ] = None,
@@ -102,6 +115,11 @@ def status_command(
             "(a fence that cannot be used: exit 2)."
         ),
     ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(help="Evidence store (postgresql:// DSN) to judge --launch-id from."),
+    ] = None,
+    launch_id: Annotated[str | None, typer.Option(help="The launch to judge from --db.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
     """Derive runtime_effective: signed, fresh, bound evidence from a live process.
@@ -113,9 +131,20 @@ def status_command(
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
     if max_idle is not None and not 0 <= max_idle <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --max-idle within [0, 2**53-1] seconds, found {max_idle}")
-    if (launch is None) == (evidence is None):
-        raise fail_usage("expected exactly one of --launch DIR and --evidence LOG")
-    if launch is not None:
+    if sum(x is not None for x in (launch, evidence, db)) != 1:
+        raise fail_usage("expected exactly one of --launch DIR, --evidence LOG and --db DSN")
+    if (db is None) != (launch_id is None):
+        raise fail_usage("expected --launch-id ID with --db DSN, and only with it")
+    if db is not None:
+        assert launch_id is not None
+        if not is_postgres_dsn(db):
+            raise fail_usage(f"expected --db postgresql://..., found {safe(db[:40])!r}")
+        if binding is not None:
+            raise fail_usage("expected no --binding with --db (the store holds the launch)")
+        status = status_from_store(
+            db, launch_id, now=when, trust=trust, replay_db=replay_db, max_idle=max_idle
+        )
+    elif launch is not None:
         if trust is not None or binding is not None:
             raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
         if not launch.is_dir():

@@ -27,7 +27,15 @@ from typing import Any, BinaryIO
 from ecpa.runtime.evidence import MAX_RECORD_LENGTH, LogLine, read_log
 from ecpa.runtime.stream import Stream
 
-__all__ = ["Checkpoint", "advance", "checkpoint_name", "complete_end", "load", "save"]
+__all__ = [
+    "Checkpoint",
+    "advance",
+    "checkpoint_from_dict",
+    "checkpoint_name",
+    "complete_end",
+    "load",
+    "save",
+]
 
 CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.2"
 _ANCHOR_BYTES = 4096
@@ -82,7 +90,12 @@ def _anchor(fd: int, offset: int) -> str:
     return hashlib.sha256(os.pread(fd, offset - start, start)).hexdigest()
 
 
-def _from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
+def checkpoint_from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
+    """A checkpoint from its saved form (:meth:`Checkpoint.to_dict`).
+
+    Raises:
+        ValueError, TypeError, KeyError: for anything that is not one.
+    """
     ints = ("dev", "ino", "offset", "number", "accepted", "unlisted", "expired", "torn")
     if doc.get("schema") != CHECKPOINT_SCHEMA or any(type(doc.get(k)) is not int for k in ints):
         raise ValueError("not a checkpoint")
@@ -138,7 +151,7 @@ def load(dir_fd: int, log: str, fd: int, launch_id: str) -> Checkpoint:
         doc = json.loads(data)
         if not isinstance(doc, dict):
             return fresh
-        ck = _from_dict(doc, log)
+        ck = checkpoint_from_dict(doc, log)
     except Exception:  # any unusable checkpoint is only a slower status
         return fresh
     finally:

@@ -34,11 +34,14 @@ __all__ = [
     "LAUNCH_SCHEMA",
     "LAUNCH_SCHEMA_01",
     "LAUNCH_SUBJECT",
+    "MAX_LAUNCH_FILE_BYTES",
     "ExpectedLaunch",
     "Slot",
     "check_launch_id",
+    "ended_from_bytes",
     "expected_from_dict",
     "launch_ended",
+    "launch_from_bytes",
     "launch_from_file",
     "slots_from_list",
 ]
@@ -53,6 +56,8 @@ _MAX_SLOTS = 1024
 #: The subject of every statement of a launch, and the only one its key may speak for.
 LAUNCH_SUBJECT = "host-runtime"
 _MAX_CONFIG_BYTES = 1 << 20
+#: The largest launch.json, exit.json (or trust.json as shipped) read.
+MAX_LAUNCH_FILE_BYTES = _MAX_CONFIG_BYTES
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
@@ -239,11 +244,22 @@ def launch_from_file(path: Path) -> ExpectedLaunch:
         EcpaError: ``ECPA_INVALID_INPUT`` when unreadable, not strict JSON or malformed.
     """
     data = read_bounded(path, _MAX_CONFIG_BYTES, ErrorCode.INVALID_INPUT)
+    return launch_from_bytes(data, f"launch {path}")
+
+
+def launch_from_bytes(data: bytes, what: str) -> ExpectedLaunch:
+    """The expected launch from the bytes of a ``launch.json`` (see
+    :func:`launch_from_file`); ``what`` names where they came from, in messages.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when not strict JSON or malformed.
+    """
+    if len(data) > _MAX_CONFIG_BYTES:
+        raise _bad(f"{what}: expected at most {_MAX_CONFIG_BYTES} bytes, found {len(data)}")
     try:
-        doc = parse_object(data, what=f"launch {path}")
+        doc = parse_object(data, what=what)
     except EcpaError as exc:
         raise _bad(f"{exc.code.value}: {exc.detail}") from None
-    what = f"launch {path}"
     schema = doc.get("schema")
     if schema == LAUNCH_SCHEMA_01:
         expected = expected_from_dict(doc, what, extra=_LAUNCH_EXTRA)
@@ -271,14 +287,22 @@ def launch_ended(path: Path) -> str | None:
     if not os.path.lexists(path):  # a dangling symlink is there too: read, and refused
         return None
     try:
-        doc = parse_object(
-            read_bounded(path, _MAX_CONFIG_BYTES, ErrorCode.INVALID_INPUT), what=str(path)
-        )
+        data = read_bounded(path, _MAX_CONFIG_BYTES, ErrorCode.INVALID_INPUT)
     except EcpaError as exc:
         return f"launch ended ({path.name} unreadable: {exc.code.value})"
+    return ended_from_bytes(data, path.name)
+
+
+def ended_from_bytes(data: bytes, name: str = "exit.json") -> str:
+    """Why the launch is over, from the bytes of its ``exit.json`` (see
+    :func:`launch_ended`); never raises."""
+    try:
+        doc = parse_object(data, what=name)
+    except EcpaError as exc:
+        return f"launch ended ({name} unreadable: {exc.code.value})"
     ended, status = doc.get("ended_at"), doc.get("exit_status")
     if doc.get("schema") != EXIT_SCHEMA or type(ended) is not int or type(status) is not int:
-        return f"launch ended ({path.name} not an {EXIT_SCHEMA} record)"
+        return f"launch ended ({name} not an {EXIT_SCHEMA} record)"
     how = f"exited with status {status}"
     if isinstance(doc.get("error"), str):
         how = f"could not start (status {status}): {doc['error']}"

@@ -10,9 +10,10 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from ecpa._files import describe_mode
 from ecpa.errors import EcpaError, ErrorCode
@@ -26,9 +27,19 @@ from ecpa.runtime.launch import ExpectedLaunch
 from ecpa.runtime.records import Accepted, check_record
 from ecpa.runtime.stream import Stream
 
-__all__ = ["MAX_LOGS", "ProcessLogs", "judge_logs", "open_process_logs"]
+__all__ = [
+    "LOG_NAME",
+    "MAX_LOGS",
+    "FileLog",
+    "LogSource",
+    "ProcessLogs",
+    "judge_logs",
+    "judge_sources",
+    "open_process_logs",
+]
 
-_LOG_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\.[0-9]{1,5}-[0-9]{1,20}-[0-9]{1,20}\.jsonl")
+#: What a process log is called: ``<role>.<ordinal>-<pid>-<ticks>.jsonl`` (its key id).
+LOG_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\.[0-9]{1,5}-[0-9]{1,20}-[0-9]{1,20}\.jsonl")
 #: A launch has at most this many process logs read (a directory flooded with files is
 #: reported, not read to the end).
 MAX_LOGS = 4096
@@ -70,7 +81,7 @@ def open_process_logs(directory: Path) -> ProcessLogs:
         detail = f"expected an evidence directory at {directory}, found: {exc.strerror}"
         raise EcpaError(ErrorCode.INVALID_INPUT, detail) from None
     for name in sorted(os.listdir(logs.dir_fd)):
-        if not _LOG_NAME.fullmatch(name):
+        if not LOG_NAME.fullmatch(name):
             if not name.startswith("."):
                 logs.skipped.append(
                     f"file {name!r}: not a process log "
@@ -122,8 +133,89 @@ def _merge(ck: history.Checkpoint, decision: tail.TailDecision, name: str) -> St
     return merged
 
 
+class LogSource(Protocol):
+    """One process log as :func:`judge_sources` reads it: a file beside its checkpoint
+    (:class:`FileLog`), or the lines an evidence store holds
+    (:class:`ecpa.runtime.remote.StoredLog`). Offsets order its lines; the checkpoint's
+    offset is the first not yet walked."""
+
+    name: str
+
+    def load(self, launch_id: str) -> history.Checkpoint:
+        """The saved checkpoint if it still holds for this log, else a fresh one."""
+        ...
+
+    def end(self) -> tuple[int, bytes]:
+        """The offset after its last complete line, and the bytes after it (a line still
+        being written, or torn; empty when there are none)."""
+        ...
+
+    def advance(
+        self,
+        ck: history.Checkpoint,
+        walk: Callable[[Iterator[LogLine], Stream], None],
+        *,
+        end: int,
+        deadline: float | None,
+    ) -> bool:
+        """Walk forward from ``ck`` until ``end`` or ``deadline``; True when at ``end``."""
+        ...
+
+    def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
+        """The newest complete lines before ``end``, newest first (see
+        :func:`ecpa.runtime.tail.newest_lines`)."""
+        ...
+
+    def line_at(self, offset: int) -> bytes | None:
+        """The line starting at ``offset`` (without its line end)."""
+        ...
+
+    def save(self, ck: history.Checkpoint) -> str | None:
+        """Keep ``ck`` for the next status; None, or why it could not be kept."""
+        ...
+
+
+@dataclass
+class FileLog:
+    """A process log file, opened relative to its directory, with its checkpoint beside it."""
+
+    dir_fd: int
+    name: str
+    fd: int
+
+    def load(self, launch_id: str) -> history.Checkpoint:
+        return history.load(self.dir_fd, self.name, self.fd, launch_id)
+
+    def end(self) -> tuple[int, bytes]:
+        size = os.fstat(self.fd).st_size
+        end = history.complete_end(self.fd, size)
+        if size <= end:
+            return end, b""
+        return end, os.pread(self.fd, min(size - end, MAX_RECORD_LENGTH + 1), end)
+
+    def advance(
+        self,
+        ck: history.Checkpoint,
+        walk: Callable[[Iterator[LogLine], Stream], None],
+        *,
+        end: int,
+        deadline: float | None,
+    ) -> bool:
+        return history.advance(self.fd, ck, walk, end=end, deadline=deadline)
+
+    def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
+        return tail.newest_lines(self.fd, end)
+
+    def line_at(self, offset: int) -> bytes | None:
+        raw = os.pread(self.fd, MAX_RECORD_LENGTH + 2, offset)
+        return raw.split(b"\n", 1)[0].rstrip(b"\r")
+
+    def save(self, ck: history.Checkpoint) -> str | None:
+        return history.save(self.dir_fd, self.name, ck)
+
+
 def _fall_back(
-    fd: int,
+    source: LogSource,
     ck: history.Checkpoint,
     complete: bool,
     check: Callable[[Evidence], Accepted],
@@ -134,9 +226,8 @@ def _fall_back(
     checks; otherwise the log is undecided (its slot is not covered: never the more
     permissive answer)."""
     offset = ck.newest_offset
-    if complete and offset is not None:
-        raw = os.pread(fd, MAX_RECORD_LENGTH + 2, offset)
-        line = raw.split(b"\n", 1)[0].rstrip(b"\r")
+    line = None if not complete or offset is None else source.line_at(offset)
+    if line is not None:
         try:
             rec = check(parse_record(line))
         except EcpaError as exc:
@@ -163,6 +254,29 @@ def judge_logs(
     budget_s: float | None,
     save: bool = True,
 ) -> tuple[dict[str, Stream], list[str]]:
+    """:func:`judge_sources` over the opened log files of a launch directory.
+
+    Raises:
+        EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
+    """
+    assert logs.dir_fd is not None or not logs.fds
+    sources = [FileLog(logs.dir_fd, name, fd) for name, fd in logs.fds.items()]  # type: ignore[arg-type]
+    return judge_sources(
+        sources, store, expected, now=now, fence=fence, policy=policy, budget_s=budget_s, save=save
+    )
+
+
+def judge_sources(
+    sources: Iterable[LogSource],
+    store: TrustStore,
+    expected: ExpectedLaunch,
+    *,
+    now: int,
+    fence: ReplayFence,
+    policy: Policy,
+    budget_s: float | None,
+    save: bool = True,
+) -> tuple[dict[str, Stream], list[str]]:
     """One :class:`~ecpa.runtime.stream.Stream` per log, decided from its end, with its
     history's facts as far as the checkpoint and ``budget_s`` seconds of walking reach
     (``None``: to the end); and notes on what is not walked yet or not saved.
@@ -173,8 +287,8 @@ def judge_logs(
     deadline = None if budget_s is None else time.monotonic() + budget_s
     streams: dict[str, Stream] = {}
     notes: list[str] = []
-    assert logs.dir_fd is not None or not logs.fds
-    for name, fd in logs.fds.items():
+    for source in sources:
+        name = source.name
         kid = name[: -len(".jsonl")]
 
         def check(evidence: Evidence, kid: str = kid) -> Accepted:
@@ -197,14 +311,11 @@ def judge_logs(
                 stream=stream,
             )
 
-        assert logs.dir_fd is not None
-        ck = history.load(logs.dir_fd, name, fd, expected.launch_id)
+        ck = source.load(expected.launch_id)
         before = ck.offset
-        size = os.fstat(fd).st_size
-        end = history.complete_end(fd, size)
-        complete = history.advance(fd, ck, walk_into, end=end, deadline=deadline)
-        candidates = tail.newest_lines(fd, end)
-        fragment = os.pread(fd, min(size - end, MAX_RECORD_LENGTH + 1), end) if size > end else b""
+        end, fragment = source.end()
+        complete = source.advance(ck, walk_into, end=end, deadline=deadline)
+        candidates = source.newest_lines(end)
         if fragment and is_json(fragment):  # a whole record without its newline: a line
             candidates.insert(0, (end, fragment))
         decision = tail.decide(
@@ -220,14 +331,14 @@ def judge_logs(
         elif fragment and not is_json(fragment):
             merged.torn += 1  # a last line cut short by a crash (or being written now)
         if decision.newest is None and ck.stream.last_seq is not None:
-            _fall_back(fd, ck, complete, check, merged)
+            _fall_back(source, ck, complete, check, merged)
         streams[name] = merged
         if not complete:
             notes.append(
                 f"{name}: history walked to byte {ck.offset} of {end}, the rest at the next status"
             )
         if save and (ck.offset != before or not ck.saved):
-            problem = history.save(logs.dir_fd, name, ck)
+            problem = source.save(ck)
             if problem is not None:
                 notes.append(problem)
     return streams, notes

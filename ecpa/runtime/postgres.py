@@ -66,7 +66,7 @@ def describe_dsn(dsn: str) -> str:
     return f"PostgreSQL at {host}:{port}, database {parts.get('dbname') or parts.get('user')}"
 
 
-def _psycopg(code: ErrorCode) -> Any:
+def driver(code: ErrorCode) -> Any:
     try:
         import psycopg
     except ImportError:
@@ -86,7 +86,7 @@ def connect(dsn: str, code: ErrorCode, *, autocommit: bool = True) -> psycopg.Co
         EcpaError: ``code`` when psycopg is missing, the DSN is malformed or the server
             cannot be reached, naming where it looked (never the password).
     """
-    psycopg = _psycopg(code)
+    psycopg = driver(code)
     try:
         conn = psycopg.connect(
             dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="ecpa"
@@ -203,7 +203,7 @@ class PostgresReplayFence:
             return self._conn
         code = ErrorCode.REPLAY_STORE
         conn = connect(self.dsn, code)
-        psycopg = _psycopg(code)
+        psycopg = driver(code)
         try:
             ensure_schema(conn, FENCE_COMPONENT, FENCE_VERSION, _create_fence, code)
             keys = primary_key(conn, "ecpa_accepted_nonce")
@@ -242,7 +242,7 @@ class PostgresReplayFence:
             EcpaError: ``REPLAYED_NONCE`` on a repeat; ``ECPA_REPLAY_STORE`` when the server
                 cannot be used (whether that nonce was recorded is then unknown).
         """
-        psycopg = _psycopg(ErrorCode.REPLAY_STORE)
+        psycopg = driver(ErrorCode.REPLAY_STORE)
         with self._lock:
             conn = self._connection()
             try:
@@ -278,7 +278,7 @@ class PostgresReplayFence:
         )
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
-        psycopg = _psycopg(ErrorCode.REPLAY_STORE)
+        psycopg = driver(ErrorCode.REPLAY_STORE)
         with self._lock:
             conn = self._connection()
             try:

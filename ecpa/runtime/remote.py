@@ -1,0 +1,257 @@
+"""``ecpa status --db``: the derivation of ``runtime_effective`` from an evidence store, for a
+launch running on another host (RUNTIME.md "Deriving runtime_effective", "Slots").
+
+The lines are the ones ``ecpa ship`` copied, byte for byte, and each log is judged as
+``ecpa status --launch`` judges a file (:func:`ecpa.runtime.logs.judge_sources`: decided from
+its newest lines, its history walked from a checkpoint kept in the store). What cannot be
+done from here is said in the reasons, never assumed away: ``/proc`` of the launch's host is
+not read, so a process counts as alive while its newest signed heartbeat is within the
+heartbeat window (a process that stopped is withdrawn when its last heartbeat ages out, not
+the moment it dies), descent from the supervisor is not checked, and the supervisor is
+known to have ended only from a shipped ``exit.json``. A shipper that stops copying makes
+the heartbeats stale: the status turns false, never true.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile._json import parse_object
+from ecpa.profile.fence import MemoryReplayFence, ReplayFence
+from ecpa.profile.trust import TrustStore
+from ecpa.profile.verify import DEFAULT_POLICY
+from ecpa.runtime import history
+from ecpa.runtime.derive import verdict_launch
+from ecpa.runtime.evidence import LogLine, parse_record
+from ecpa.runtime.launch import ended_from_bytes, launch_from_bytes
+from ecpa.runtime.logs import LOG_NAME, judge_sources
+from ecpa.runtime.process import Liveness, ProcessIdentity
+from ecpa.runtime.status import HISTORY_BUDGET_S, ReplayDb, open_fence
+from ecpa.runtime.store import EvidenceStore
+from ecpa.runtime.stream import Stream
+from ecpa.runtime.verdict import RuntimeStatus
+
+__all__ = ["REMOTE_NOTE", "StoredLog", "status_from_store"]
+
+REMOTE_NOTE = (
+    "status from the evidence store: /proc of the launch's host not read; a process counts "
+    "as alive while its newest signed heartbeat is within the heartbeat window; descent from "
+    "the supervisor not checked; the launch's end known only from a shipped exit.json"
+)
+_PAGE = 500
+
+
+class StoredLog:
+    """A process log as the evidence store holds it (a :class:`~ecpa.runtime.logs.LogSource`):
+    its lines in file order, its checkpoint in ``ecpa_status_checkpoint``. A checkpoint
+    holds while the line just before its offset is still the one it walked last (by hash):
+    otherwise the history is walked again from the start."""
+
+    def __init__(self, store: EvidenceStore, launch_id: str, name: str, end: int) -> None:
+        self.store = store
+        self.launch_id = launch_id
+        self.name = name
+        self._end = end
+
+    def _anchor(self, offset: int) -> str:
+        if offset == 0:
+            return hashlib.sha256(b"").hexdigest()
+        before = self.store.newest_lines(self.launch_id, self.name, offset, 1)
+        text = b"" if not before else str(before[0][0]).encode() + b":" + before[0][1]
+        return hashlib.sha256(text).hexdigest()
+
+    def load(self, launch_id: str) -> history.Checkpoint:
+        fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
+        doc = self.store.checkpoint(launch_id, self.name)
+        if doc is None:
+            return fresh
+        try:
+            ck = history.checkpoint_from_dict(doc, self.name)
+        except Exception:  # any unusable checkpoint is only a slower status
+            return fresh
+        holds = (
+            ck.launch_id == launch_id
+            and (ck.dev, ck.ino) == (0, 0)
+            and 0 <= ck.offset <= self._end
+            and ck.anchor == self._anchor(ck.offset)
+        )
+        if not holds:
+            return fresh
+        ck.saved = True
+        return ck
+
+    def end(self) -> tuple[int, bytes]:
+        return self._end, b""  # only complete lines are shipped
+
+    def advance(
+        self,
+        ck: history.Checkpoint,
+        walk: Callable[[Iterator[LogLine], Stream], None],
+        *,
+        end: int,
+        deadline: float | None,
+    ) -> bool:
+        if ck.offset >= end:
+            return True
+        stopped = False
+
+        def lines() -> Iterator[LogLine]:
+            nonlocal stopped
+            while True:
+                page = self.store.lines_from(self.launch_id, self.name, ck.offset, end, _PAGE)
+                if not page:
+                    return
+                for offset, raw in page:
+                    number = ck.number + 1
+                    line = raw[:-1] if raw.endswith(b"\r") else raw
+                    try:
+                        item = LogLine(number, parse_record(line), None)
+                    except EcpaError as exc:
+                        item = LogLine(number, None, exc)
+                    newest = ck.stream.newest
+                    yield item  # walked when the generator resumes
+                    if ck.stream.newest is not newest:
+                        ck.newest_offset = offset
+                    ck.offset, ck.number = offset + 1, number
+                    if deadline is not None and time.monotonic() >= deadline:
+                        stopped = True
+                        return
+
+        walk(lines(), ck.stream)
+        if not stopped:
+            ck.offset = end
+        ck.anchor = self._anchor(ck.offset)
+        return not stopped
+
+    def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
+        found = self.store.newest_lines(self.launch_id, self.name, end, 64)
+        return [(o, line[:-1] if line.endswith(b"\r") else line) for o, line in found]
+
+    def line_at(self, offset: int) -> bytes | None:
+        line = self.store.line_at(self.launch_id, self.name, offset)
+        return None if line is None else line.removesuffix(b"\r")
+
+    def save(self, ck: history.Checkpoint) -> str | None:
+        try:
+            self.store.save_checkpoint(self.launch_id, self.name, ck.to_dict())
+        except EcpaError as exc:
+            return f"checkpoint of {self.name} not saved: {exc.detail}"
+        ck.saved = True
+        return None
+
+
+def _trust(data: bytes, what: str) -> TrustStore:
+    try:
+        return TrustStore.from_dict(parse_object(data, what=what))
+    except EcpaError as exc:
+        if exc.code is ErrorCode.TRUST_STORE_CONFIG:
+            raise
+        raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, exc.detail) from None
+
+
+def status_from_store(
+    dsn: str,
+    launch_id: str,
+    *,
+    now: int,
+    trust: Path | None = None,
+    replay_db: ReplayDb = None,
+    max_idle: int | None = None,
+    history_budget_s: float | None = HISTORY_BUDGET_S,
+) -> RuntimeStatus:
+    """The status of launch ``launch_id`` from the evidence store at ``dsn`` (see the module's
+    text). ``trust`` replaces the trust store shipped with the launch.
+
+    Raises:
+        EcpaError: ``ECPA_EVIDENCE_STORE`` when the store cannot be used or holds no such
+            launch; ``ECPA_INVALID_INPUT`` for a stored ``launch.json`` that is not a 0.2
+            launch; ``ATTESTATION_TRUST_STORE_CONFIG`` for a bad trust store, or none;
+            ``ECPA_REPLAY_STORE`` for a replay database that cannot be used.
+    """
+    with ExitStack() as stack:
+        store = stack.enter_context(EvidenceStore(dsn))
+        row = store.launch(launch_id)
+        if row is None:
+            raise EcpaError(
+                ErrorCode.EVIDENCE_STORE,
+                f"expected launch {launch_id!r} in {store.where}, found none "
+                "(`ecpa ship --launch DIR --db ...` stores it)",
+            )
+        where = f"launch {launch_id} in {store.where}"
+        expected = launch_from_bytes(row.launch_doc, where)
+        boss = expected.supervisor
+        if expected.version != "0.2" or boss is None:
+            raise EcpaError(
+                ErrorCode.INVALID_INPUT, f"{where}: expected a 0.2 launch, found {expected.version}"
+            )
+        if trust is not None:
+            trust_store = TrustStore.load(trust)
+        elif row.trust_doc is None:
+            raise EcpaError(
+                ErrorCode.TRUST_STORE_CONFIG,
+                f"expected a trust store shipped with {where}, or --trust FILE, found neither",
+            )
+        else:
+            trust_store = _trust(row.trust_doc, f"trust store of {where}")
+        skipped: list[str] = []
+        sources = []
+        for name in store.sources(launch_id):
+            if not LOG_NAME.fullmatch(name):
+                skipped.append(f"stored log {name!r}: not a process log name, skipped")
+                continue
+            position = store.position(launch_id, name)
+            end = 0 if position is None else position.end
+            sources.append(StoredLog(store, launch_id, name, end))
+        durable = open_fence(replay_db, stack)
+        fence: ReplayFence = MemoryReplayFence() if durable is None else durable
+        streams, notes = judge_sources(
+            sources,
+            trust_store,
+            expected,
+            now=now,
+            fence=fence,
+            policy=DEFAULT_POLICY,
+            budget_s=history_budget_s,
+        )
+    heard: dict[ProcessIdentity, int] = {}
+    for stream in streams.values():
+        if stream.newest is not None:
+            who, at = stream.newest.identity, stream.newest.statement.issued_at
+            heard[who] = max(at, heard.get(who, at))
+    window = expected.heartbeat_window_s
+
+    def alive(identity: ProcessIdentity) -> Liveness:
+        at = heard.get(identity)
+        if at is None:
+            return Liveness(False, f"process {identity.pid}: no signed heartbeat in the store")
+        text = (
+            f"process {identity.pid} on {identity.host}: /proc not read (status from the "
+            f"store); newest signed heartbeat {now - at} s old, window {window} s"
+        )
+        return Liveness(at >= now - window, text)
+
+    supervisor = Liveness(
+        True,
+        f"not checked (ecpa run, pid {boss.pid}, runs on {boss.host}; "
+        "its end is known from a shipped exit.json only)",
+    )
+    status = verdict_launch(
+        streams.values(),
+        expected,
+        now=now,
+        liveness=alive,
+        descends=None,
+        supervisor=supervisor,
+        max_idle=max_idle,
+        skipped=[*skipped, *notes, REMOTE_NOTE],
+    )
+    if row.exit_doc is None:
+        return status
+    ended = ended_from_bytes(row.exit_doc)
+    return replace(status, effective=False, reasons=(ended, *status.reasons))

@@ -1,0 +1,198 @@
+"""``ecpa ship``: copy a launch's evidence into the evidence store (:mod:`ecpa.runtime.store`),
+every complete line exactly once, resuming after a restart where the last commit stopped.
+
+A pass reads the launch directory as ``ecpa status`` does (private directories, no symlink,
+regular files only, each log opened relative to its directory), stores ``launch.json``,
+``trust.json`` and ``exit.json``, then each process log from its shipped position to its
+last complete line, in transactions of at most :data:`BATCH_LINES` lines that also move the
+position. A line still being written (no newline yet) waits for the next pass. A log
+replaced by another file (another inode) or shorter than what was shipped is not copied
+again: it is reported, and what was stored stays. Following (not ``once``), passes repeat
+every ``interval`` seconds until the launch has ended (``exit.json``) and everything before
+that end is stored, or until ``stop()`` says so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ecpa._files import check_private_dir, read_bounded
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.trust import MAX_TRUST_STORE_BYTES
+from ecpa.runtime.launch import MAX_LAUNCH_FILE_BYTES, launch_from_bytes
+from ecpa.runtime.logs import open_process_logs
+from ecpa.runtime.store import MAX_STORED_LINE, EvidenceStore, Position
+
+__all__ = ["BATCH_BYTES", "BATCH_LINES", "ShipReport", "ship_launch"]
+
+#: Lines (and bytes) per transaction: a shipper killed mid-copy loses at most one batch of
+#: work, never a line (the batch is stored whole or not at all).
+BATCH_LINES = 1000
+BATCH_BYTES = 4 << 20
+_CHUNK = 1 << 20
+
+
+@dataclass
+class ShipReport:
+    """What a run of ``ecpa ship`` did."""
+
+    launch_id: str = ""
+    stored: int = 0
+    passes: int = 0
+    logs: int = 0
+    ended: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def _read_optional(path: Path, limit: int = MAX_LAUNCH_FILE_BYTES) -> bytes | None:
+    if not os.path.lexists(path):
+        return None
+    return read_bounded(path, limit, ErrorCode.INVALID_INPUT)
+
+
+def _complete_lines(fd: int, start: int, size: int) -> tuple[list[tuple[int, bytes]], int]:
+    """Complete lines of ``fd`` from ``start`` (a line boundary) before ``size``, at most a
+    batch: (offset, line without its newline) each, blank lines skipped; and the offset
+    just after the last complete line taken. A line longer than a record may be is kept
+    cut to :data:`~ecpa.runtime.store.MAX_STORED_LINE` bytes (still refused as too large)."""
+    lines: list[tuple[int, bytes]] = []
+    taken = 0
+    pos = line_at = off = start
+    head = bytearray()  # the current line's first bytes
+    while off < size and len(lines) < BATCH_LINES and taken < BATCH_BYTES:
+        chunk = os.pread(fd, min(_CHUNK, size - off), off)
+        if not chunk:
+            break
+        i = 0
+        while len(lines) < BATCH_LINES and taken < BATCH_BYTES:
+            nl = chunk.find(b"\n", i)
+            room = MAX_STORED_LINE - len(head)
+            if room > 0:
+                head += chunk[i : (nl if nl >= 0 else len(chunk))][:room]
+            if nl < 0:
+                break
+            if head.strip():
+                lines.append((line_at, bytes(head)))
+                taken += len(head)
+            pos = line_at = off + nl + 1
+            head = bytearray()
+            i = nl + 1
+        off += len(chunk)
+    return lines, pos
+
+
+def ship_launch(
+    directory: Path,
+    store: EvidenceStore,
+    *,
+    once: bool = False,
+    interval: float = 0.5,
+    stop: Callable[[], bool] = lambda: False,
+    report: ShipReport | None = None,
+) -> ShipReport:
+    """Copy the launch in ``directory`` into ``store`` (see the module's text).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a launch directory that cannot be read as one
+            (or a 0.1 launch: one shared log, nothing per process to ship);
+            ``ECPA_EVIDENCE_STORE`` when the store cannot be used or holds another launch
+            under this launch's id.
+    """
+    report = report if report is not None else ShipReport()
+    sent: tuple[bytes | None, bytes | None] | None = None
+    while True:
+        check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
+        launch_doc = read_bounded(
+            directory / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
+        )
+        expected = launch_from_bytes(launch_doc, f"launch {directory / 'launch.json'}")
+        if expected.version != "0.2" or expected.supervisor is None:
+            raise EcpaError(
+                ErrorCode.INVALID_INPUT,
+                f"expected a 0.2 launch directory (one log per process) at {directory}, "
+                f"found a {expected.version} launch",
+            )
+        report.launch_id = expected.launch_id
+        try:
+            exit_doc = _read_optional(directory / "exit.json")
+        except EcpaError:  # an end that cannot be read is still an end (a status says so)
+            exit_doc = b""
+        trust_doc = _read_optional(directory / "trust.json", MAX_TRUST_STORE_BYTES)
+        if sent != (trust_doc, exit_doc):
+            store.put_launch(
+                expected.launch_id, expected.supervisor.host, launch_doc, trust_doc, exit_doc
+            )
+            sent = (trust_doc, exit_doc)
+        evidence = directory / "evidence"
+        if os.path.lexists(evidence):
+            check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
+        _ship_logs(evidence / expected.launch_id, expected.launch_id, store, report, stop)
+        report.passes += 1
+        if exit_doc is not None:  # ended, and everything written before the end is stored
+            report.ended = True
+            return report
+        if once or stop():
+            return report
+        deadline = time.monotonic() + interval
+        while time.monotonic() < deadline and not stop():
+            time.sleep(min(0.05, interval))
+        if stop():
+            return report
+
+
+def _ship_logs(
+    directory: Path,
+    launch_id: str,
+    store: EvidenceStore,
+    report: ShipReport,
+    stop: Callable[[], bool],
+) -> None:
+    logs = open_process_logs(directory)
+    try:
+        for skipped in logs.skipped:
+            if not skipped.startswith("no evidence directory"):
+                report.note(skipped)
+        report.logs = max(report.logs, len(logs.fds))
+        for name, fd in logs.fds.items():
+            _ship_log(fd, name, launch_id, store, report, stop)
+    finally:
+        logs.close()
+
+
+def _ship_log(
+    fd: int,
+    name: str,
+    launch_id: str,
+    store: EvidenceStore,
+    report: ShipReport,
+    stop: Callable[[], bool],
+) -> None:
+    st = os.fstat(fd)
+    while not stop():
+        at = store.position(launch_id, name) or Position(st.st_dev, st.st_ino, 0)
+        if (at.dev, at.ino) != (st.st_dev, st.st_ino):
+            report.note(
+                f"{name}: expected the file shipped before (device {at.dev}, inode {at.ino}), "
+                f"found another (device {st.st_dev}, inode {st.st_ino}): not shipped"
+            )
+            return
+        size = os.fstat(fd).st_size
+        if size < at.end:
+            report.note(
+                f"{name}: expected at least the {at.end} bytes shipped, found {size}: not shipped"
+            )
+            return
+        lines, end = _complete_lines(fd, at.end, size)
+        if end == at.end:
+            return
+        stored = store.ship(launch_id, name, at, lines, end)
+        if stored is not None:
+            report.stored += stored

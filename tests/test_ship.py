@@ -1,0 +1,378 @@
+"""``ecpa ship`` and ``ecpa status --db`` on a real PostgreSQL server (``scripts/pg-up``):
+every complete line stored once, byte for byte, resumed after SIGKILL; the same decisions
+as a status from the files, with liveness from signed heartbeats only, said so."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.launchdir import HOST, Written, write_launch
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.runtime.remote import REMOTE_NOTE, status_from_store
+from ecpa.runtime.ship import BATCH_LINES, ShipReport, ship_launch
+from ecpa.runtime.status import status_from_launch_dir
+from ecpa.runtime.store import EvidenceStore, line_nonce
+from ecpa.runtime.verdict import RuntimeStatus
+from tests._launch_helpers import ECPA, clean_env
+
+NOW = 1_800_000_000
+
+
+def logs_of(w: Written) -> list[Path]:
+    return sorted((w.directory / "evidence" / w.directory.name).glob("*.jsonl"))
+
+
+def append(w: Written, slot: int, data: bytes) -> None:
+    [log] = [p for p in logs_of(w) if p.name.startswith(f"scheduler.{slot}-")]
+    with log.open("ab") as out:
+        out.write(data)
+
+
+def line_of(w: Written, slot: int, index: int) -> bytes:
+    [log] = [p for p in logs_of(w) if p.name.startswith(f"scheduler.{slot}-")]
+    return log.read_bytes().splitlines(keepends=True)[index]
+
+
+def file_lines(w: Written) -> set[tuple[str, int, bytes]]:
+    """(log, offset, line) of every non-blank complete line of every log."""
+    found = set()
+    for log in logs_of(w):
+        data = log.read_bytes()
+        offset = 0
+        for raw in data.splitlines(keepends=True):
+            if raw.endswith(b"\n") and raw.strip():
+                found.add((log.name, offset, raw[:-1]))
+            offset += len(raw)
+    return found
+
+
+def stored_lines(dsn: str, launch_id: str) -> list[tuple[str, int, bytes]]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT source, file_offset, line FROM ecpa_evidence WHERE launch_id = %s",
+            (launch_id,),
+        ).fetchall()
+    return [(s, int(o), bytes(line)) for s, o, line in rows]
+
+
+def ship(dsn: str, w: Written, **kw: Any) -> ShipReport:
+    with EvidenceStore(dsn) as store:
+        return ship_launch(w.directory, store, once=True, **kw)
+
+
+def local(w: Written, now: int = NOW) -> RuntimeStatus:
+    """The status from the files, its history walked to the end (no budget)."""
+    return status_from_launch_dir(
+        w.directory, now=now, proc_root=w.proc_root, host=HOST, history_budget_s=None
+    )
+
+
+def remote(dsn: str, w: Written, now: int = NOW, **kw: Any) -> RuntimeStatus:
+    return status_from_store(dsn, w.directory.name, now=now, **kw)
+
+
+def decision(s: RuntimeStatus) -> Any:
+    slots = [(x.slot, x.covered, x.process, x.kid, x.newest_seq, x.counters) for x in s.slots]
+    return (s.effective, slots, s.accepted, s.refused, s.gaps, s.torn)
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> Written:
+    w = write_launch(tmp_path, slots=3, records=40, now=NOW)
+    append(w, 1, b"not json at all\n")  # refused
+    append(w, 2, line_of(w, 2, 10))  # an old record copied to the end: a replay
+    return w
+
+
+def test_every_complete_line_is_stored_once_byte_for_byte(pg_dsn: str, written: Written) -> None:
+    report = ship(pg_dsn, written)
+    lines = file_lines(written)
+    assert report.stored == len(lines) == 3 * 40 + 2
+    stored = stored_lines(pg_dsn, written.directory.name)
+    assert len(stored) == len(set(stored))
+    assert set(stored) == lines
+    again = ship(pg_dsn, written)  # nothing new: nothing stored twice
+    assert again.stored == 0
+    assert len(stored_lines(pg_dsn, written.directory.name)) == len(lines)
+
+
+def test_a_replayed_line_keeps_its_bytes_but_not_the_nonce(pg_dsn: str, written: Written) -> None:
+    import psycopg
+
+    ship(pg_dsn, written)
+    copy = line_of(written, 2, 10)[:-1]
+    nonce = line_nonce(copy)
+    assert nonce is not None
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT nonce, claimed_nonce FROM ecpa_evidence WHERE line = %s ORDER BY file_offset",
+            (copy,),
+        ).fetchall()
+    assert rows == [(nonce, nonce), (None, nonce)]  # the first keeps the key; the copy claims it
+
+
+def test_status_from_the_store_decides_as_the_files_do(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written)
+    here = local(written)
+    there = remote(pg_dsn, written, history_budget_s=None)
+    assert here.effective is True
+    assert decision(there) == decision(here)
+    assert REMOTE_NOTE in there.reasons
+    assert any("/proc not read" in r for r in there.reasons)
+    assert there.refused["REPLAYED_NONCE"] == 1
+    assert sum(there.refused.values()) == 2  # the junk line and the replay
+
+
+def test_only_new_lines_are_shipped_and_a_line_being_written_waits(
+    pg_dsn: str, written: Written
+) -> None:
+    ship(pg_dsn, written)
+    before = len(file_lines(written))
+    record = line_of(written, 0, 39)
+    append(written, 0, b"junk line\n" + record[:20])  # one complete line, one being written
+    assert ship(pg_dsn, written).stored == 1
+    append(written, 0, record[20:])  # now complete (a replay of the newest record)
+    assert ship(pg_dsn, written).stored == 1
+    assert set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written)
+    assert len(file_lines(written)) == before + 2
+
+
+def test_the_history_is_walked_in_budgets_and_catches_up(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written)
+    full = remote(pg_dsn, written, history_budget_s=None)
+    for _ in range(50):  # a zero budget walks at least one line a status
+        st = remote(pg_dsn, written, history_budget_s=0.0)
+        assert decision(st)[:2] == decision(full)[:2]
+        if not any("history walked to byte" in r for r in st.reasons):
+            break
+    assert decision(remote(pg_dsn, written)) == decision(full)
+
+
+def test_stale_heartbeats_withdraw_it_and_say_why(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written)
+    later = remote(pg_dsn, written, now=NOW + 60)
+    assert later.effective is False
+    assert all(not s.covered for s in later.slots)
+    assert any("newest signed heartbeat 60 s old" in r for r in later.reasons)
+
+
+def test_a_shipped_end_makes_it_false(pg_dsn: str, written: Written) -> None:
+    (written.directory / "exit.json").write_text(
+        '{"schema":"ecpa-exit/0.2","ended_at":1800000001,"exit_status":0}'
+    )
+    report = ship(pg_dsn, written)
+    assert report.ended
+    st = remote(pg_dsn, written)
+    assert st.effective is False
+    assert st.reasons[0].startswith("launch ended")
+
+
+def test_an_unknown_launch_is_an_evidence_store_error(pg_dsn: str, written: Written) -> None:
+    with pytest.raises(EcpaError) as err:
+        status_from_store(pg_dsn, "no-such-launch", now=NOW)
+    assert err.value.code is ErrorCode.EVIDENCE_STORE
+
+
+def test_another_launch_under_the_same_id_is_refused(
+    pg_dsn: str, written: Written, tmp_path: Path
+) -> None:
+    ship(pg_dsn, written)
+    other = write_launch(tmp_path / "other", slots=1, records=2, now=NOW + 5)
+    assert other.directory.name == written.directory.name
+    with pytest.raises(EcpaError) as err:
+        ship(pg_dsn, other)
+    assert err.value.code is ErrorCode.EVIDENCE_STORE
+
+
+def test_a_replaced_log_is_reported_not_shipped_again(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written)
+    log = logs_of(written)[0]
+    data = log.read_bytes()
+    fresh = log.with_name("replacement.tmp")  # made while the old one exists: another inode
+    fresh.write_bytes(data + b"more\n")
+    fresh.chmod(0o600)
+    os.replace(fresh, log)
+    report = ship(pg_dsn, written)
+    assert report.stored == 0
+    assert any("found another" in n for n in report.notes)
+
+
+def test_an_over_long_line_is_stored_cut_and_refused_as_too_large(
+    pg_dsn: str, written: Written
+) -> None:
+    from ecpa.runtime.store import MAX_STORED_LINE
+
+    append(written, 0, b"x" * (MAX_STORED_LINE + 5000) + b"\n")
+    ship(pg_dsn, written)
+    cut = [r for r in stored_lines(pg_dsn, written.directory.name) if r[2].startswith(b"xxx")]
+    assert [len(r[2]) for r in cut] == [MAX_STORED_LINE]
+    st = remote(pg_dsn, written, history_budget_s=None)
+    assert st.refused[ErrorCode.TOO_LARGE.value] == 1
+    assert decision(st) == decision(local(written))
+
+
+# --- the command line, as processes ----------------------------------------------------------
+
+
+def ecpa(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ECPA), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=clean_env(),
+        check=False,
+    )
+
+
+def test_cli_ship_once_then_status_db_json(pg_dsn: str, tmp_path: Path) -> None:
+    import json
+
+    written = write_launch(tmp_path, slots=3, records=40, now=NOW)
+    out = ecpa("ship", "--launch", written.directory, "--db", pg_dsn, "--once")
+    assert out.returncode == 0, out.stderr
+    assert f"{3 * 40} line(s) stored" in out.stdout
+    st = ecpa(
+        "status", "--db", pg_dsn, "--launch-id", written.directory.name, "--now", NOW, "--json"
+    )
+    assert st.returncode == 0, st.stdout + st.stderr
+    doc = json.loads(st.stdout)
+    assert doc["runtime_effective"] is True
+    assert doc["coverage"] == {"covered": 3, "slots": 3}
+    assert REMOTE_NOTE in doc["reasons"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("status", "--db", "postgresql://x/y"), 2),  # no --launch-id
+        (("status", "--db", "sqlite.db", "--launch-id", "a"), 2),  # not a DSN
+        (("status", "--launch-id", "a"), 2),  # no --db
+        (("ship", "--launch", ".", "--db", "file.db"), 2),
+        (("ship", "--launch", ".", "--db", "postgresql://x/y", "--interval", "0"), 2),
+    ],
+)
+def test_cli_usage_errors(args: tuple[str, ...], code: int) -> None:
+    out = ecpa(*args)
+    assert out.returncode == code, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_cli_store_down_exits_2_without_the_password(written: Written) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dsn = f"postgresql://u:hunter2@127.0.0.1:{port}/db"
+    for args in (
+        ("ship", "--launch", written.directory, "--db", dsn, "--once"),
+        ("status", "--db", dsn, "--launch-id", written.directory.name),
+    ):
+        out = ecpa(*args)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "ECPA_EVIDENCE_STORE" in out.stderr
+        assert "hunter2" not in out.stderr
+        assert "Traceback" not in out.stderr
+
+
+def test_ship_killed_mid_copy_and_restarted_stores_every_line_once(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    w = write_launch(tmp_path, slots=4, records=2500, now=NOW)
+    total = len(file_lines(w))
+    assert total > 5 * BATCH_LINES
+    launch_id = w.directory.name
+    EvidenceStore(pg_dsn).close()  # the tables, for the polling below
+    kills = 0
+    for _ in range(3):  # kill it with SIGKILL in the middle of the copy, three times
+        have = len(stored_lines(pg_dsn, launch_id))
+        proc = subprocess.Popen(
+            [str(ECPA), "ship", "--launch", str(w.directory), "--db", pg_dsn, "--once"],
+            env=clean_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                if len(stored_lines(pg_dsn, launch_id)) > have:
+                    break
+                time.sleep(0.01)
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                kills += 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    assert kills >= 1
+    partial = len(stored_lines(pg_dsn, launch_id))
+    assert 0 < partial < total
+    out = ecpa("ship", "--launch", w.directory, "--db", pg_dsn, "--once")
+    assert out.returncode == 0, out.stderr
+    stored = stored_lines(pg_dsn, launch_id)
+    assert len(stored) == total  # none twice
+    assert set(stored) == file_lines(w)  # none lost, byte for byte
+
+
+def test_following_ships_new_lines_and_exits_after_the_end(pg_dsn: str, written: Written) -> None:
+    EvidenceStore(pg_dsn).close()  # the tables, for the polling below
+    proc = subprocess.Popen(
+        [str(ECPA), "ship", "--launch", str(written.directory), "--db", pg_dsn],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        launch_id = written.directory.name
+        deadline = time.monotonic() + 60
+        while len(stored_lines(pg_dsn, launch_id)) < len(file_lines(written)):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        append(written, 0, b"one more line\n")
+        (written.directory / "exit.json").write_text(
+            '{"schema":"ecpa-exit/0.2","ended_at":1800000001,"exit_status":0}'
+        )
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "launch ended, all stored" in out
+        assert set(stored_lines(pg_dsn, launch_id)) == file_lines(written)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigterm_stops_following_cleanly(pg_dsn: str, written: Written) -> None:
+    EvidenceStore(pg_dsn).close()  # the tables, for the polling below
+    proc = subprocess.Popen(
+        [str(ECPA), "ship", "--launch", str(written.directory), "--db", pg_dsn],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not stored_lines(pg_dsn, written.directory.name):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "stopped" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
