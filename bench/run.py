@@ -9,7 +9,9 @@ docs/performance.md says what each ratio means):
 * ``ecpa.canonicalize`` against ``rfc8785.dumps`` (same bytes, checked);
 * ``ecpa verify --jobs 2`` against ``--jobs 1`` on a 100,000-record log (subprocesses);
 * peak memory of ``ecpa verify`` on a 1 GB log against a one-record log;
-* the observer's cost per DLA dispatch (``bench.observer``).
+* the observer's cost per DLA dispatch (``bench.observer``);
+* shared state on PostgreSQL (``bench.shared``): fence acceptances against SQLite and memory,
+  one process and four; ``ecpa status --db`` of 64 slots x 10 minutes against ``--launch``.
 
 Targets are printed with ``meets`` or ``MISSES``, never enforced: the exit status is 0
 whatever the figures (machines are noisy), and 1 only if a benchmark could not run.
@@ -31,6 +33,7 @@ from bench import observer
 from bench.cli_logs import Workdir, jobs_row, memory_rows
 from bench.micro import micro_rows
 from bench.paired import Row, table
+from bench.shared import shared_rows
 
 OBSERVER_TARGET = observer.TARGET
 
@@ -68,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cli-rounds", type=int, help="paired rounds of the --jobs row")
     parser.add_argument("--big-mb", type=int, help="size of the memory row's log (1024 MiB)")
     parser.add_argument("--tmp", type=Path, help="where the logs are made (default: $TMPDIR)")
+    parser.add_argument(
+        "--pg-dsn", help="PostgreSQL for the shared-state rows (default: a scripts/pg-up cluster)"
+    )
     return parser
 
 
@@ -99,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  --jobs row done ({time.monotonic() - started:.0f} s)", flush=True)
         rows += memory_rows(work, big, 1 if quick else 2)
         print(f"  memory rows done ({time.monotonic() - started:.0f} s)", flush=True)
+        rows += shared_rows(quick=quick, tmp=Path(tmp), dsn=args.pg_dsn)
+        print(f"  PostgreSQL rows done ({time.monotonic() - started:.0f} s)", flush=True)
     rows.append(observer_row(obs_rounds, obs_calls))
     print()
     print(table(rows))
