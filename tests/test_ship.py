@@ -4,6 +4,7 @@ as a status from the files, with liveness from signed heartbeats only, said so."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -20,7 +21,9 @@ from ecpa.runtime.ship import BATCH_LINES, ShipReport, ship_launch
 from ecpa.runtime.status import status_from_launch_dir
 from ecpa.runtime.store import EvidenceStore, line_nonce
 from ecpa.runtime.verdict import RuntimeStatus
-from tests._launch_helpers import ECPA, clean_env
+from tests._launch_helpers import DRIVE, ECPA, PLAN, Launches, clean_env, launches
+
+__all__ = ["launches"]  # the fixture, used by name
 
 NOW = 1_800_000_000
 
@@ -376,3 +379,71 @@ def test_sigterm_stops_following_cleanly(pg_dsn: str, written: Written) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# --- end to end: a real launch on "another host" ---------------------------------------------
+
+
+def db_status(dsn: str, launch_id: str) -> dict[str, Any]:
+    import json
+
+    out = ecpa("status", "--db", dsn, "--launch-id", launch_id, "--json", timeout=60)
+    assert out.returncode in (0, 1), out.stdout + out.stderr
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
+
+
+def test_a_real_launch_shipped_and_judged_from_the_store(
+    pg_dsn: str, tmp_path: Path, launches: Launches
+) -> None:
+    """`ecpa run` of two DLA ranks, `ecpa ship` following it, `ecpa status --db` true with
+    2/2 slots; rank 1 killed: false within the heartbeat window plus shipping, naming the
+    slot; the launch stopped: `ship` exits by itself with every line stored, status false
+    with the end first."""
+    plan = {**PLAN, "slots": [{"role": "scheduler", "ordinal": i} for i in range(2)]}
+    run, directory = launches.start(*DRIVE, "--processes", "2", plan=plan)
+    launch_id = directory.name
+    shipper = subprocess.Popen(
+        [str(ECPA), "ship", "--launch", str(directory), "--db", pg_dsn, "--interval", "0.2"],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            doc = None
+            with contextlib.suppress(AssertionError, ValueError):
+                doc = db_status(pg_dsn, launch_id)
+            if doc is not None and doc["runtime_effective"]:
+                break
+            assert time.monotonic() < deadline, doc
+            time.sleep(0.3)
+        assert doc["coverage"] == {"covered": 2, "slots": 2}
+        assert REMOTE_NOTE in doc["reasons"]
+        assert doc["refused"] == {}
+        [victim] = [int(p.name.split("-")[1]) for p in launches.logs(directory) if ".1-" in p.name]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 3 + 10
+        while db_status(pg_dsn, launch_id)["runtime_effective"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+        after = db_status(pg_dsn, launch_id)
+        assert "slot scheduler.1: not covered" in after["reasons"]
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=60)
+        out, err = shipper.communicate(timeout=60)
+        assert shipper.returncode == 0, err
+        assert "launch ended, all stored" in out
+        final = db_status(pg_dsn, launch_id)
+        assert final["runtime_effective"] is False
+        assert final["reasons"][0].startswith("launch ended")
+        files = set()
+        for log in launches.logs(directory):
+            files |= {line for line in log.read_bytes().split(b"\n") if line.strip()}
+        assert {line for _, _, line in stored_lines(pg_dsn, launch_id)} == files
+    finally:
+        if shipper.poll() is None:
+            shipper.kill()
+            shipper.wait()
