@@ -67,8 +67,11 @@ def write_launch(
     filler: int = 0,
     launch_id: str = "launch-bench",
     twin: bool = False,
+    supervisor: ProcessIdentity = SUPERVISOR,
 ) -> Written:
-    """Write the launch under ``root`` (see the module's text) and return where."""
+    """Write the launch under ``root`` (see the module's text) and return where.
+    ``supervisor`` names another supervisor in ``launch.json`` (a real live process, for a
+    shipper that checks it on this host); the fake ``/proc`` keeps the default one."""
     wanted = tuple(Slot("scheduler", i) for i in range(slots))
     plan = Plan(
         plan_id="plan-bench",
@@ -86,7 +89,7 @@ def write_launch(
         path.chmod(0o700)
     started = now - records * interval - 10
     doc = launch_document(
-        plan, launch_id=launch_id, challenge=CHALLENGE, started_at=started, supervisor=SUPERVISOR
+        plan, launch_id=launch_id, challenge=CHALLENGE, started_at=started, supervisor=supervisor
     )
     (directory / "launch.json").write_text(json.dumps(doc))
     env = LaunchEnvironment(

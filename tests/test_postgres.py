@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.postgres import PostgresReplayFence, describe_dsn
+from ecpa.runtime.postgres import PostgresReplayFence, describe_dsn, nonce_key
 from ecpa.runtime.replay import SqliteReplayFence, open_replay_fence
 from tests._cli_helpers import verify, write_pair, write_trust
 from tests.conftest import PgServer
@@ -53,12 +54,72 @@ def test_server_down_is_a_replay_store_error_naming_where() -> None:
 
 
 @pytest.mark.parametrize(
-    "dsn", ["postgresql://host:notaport/db", "postgresql://[::1/db", "postgresql://h/d?x=1"]
+    "dsn",
+    [
+        "postgresql://u:hunter2@host:notaport/db",
+        "postgresql://u:hunter2@[::1/db",
+        "postgresql://u:hunter2@h/d?x=1",
+        "postgresql://u:hun%zzter2@h/d",
+        "postgresql://u:hunter2@h/d\udcff",
+    ],
 )
-def test_a_malformed_dsn_is_a_replay_store_error(dsn: str) -> None:
+def test_a_malformed_dsn_is_a_replay_store_error_without_the_password(dsn: str) -> None:
     with pytest.raises(EcpaError) as err:
         PostgresReplayFence(dsn)
     assert err.value.code is ErrorCode.REPLAY_STORE
+    assert "hunter2" not in err.value.detail
+    assert "hun%zzter2" not in err.value.detail
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "host=127.0.0.1 port=1 user=postgres password=hunter2 dbname=postgres",
+        "postgresq://u:hunter2@h/db",
+        "mysql://u:hunter2@h/db",
+    ],
+)
+def test_another_connection_string_is_never_taken_for_an_sqlite_path(
+    spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(EcpaError) as err:
+        open_replay_fence(spec)
+    assert err.value.code is ErrorCode.REPLAY_STORE
+    assert "hunter2" not in err.value.detail
+    assert list(tmp_path.iterdir()) == []  # no file named after it
+
+
+def test_any_nonce_is_accepted_once_nul_and_long_ones_too(pg_dsn: str) -> None:
+    with PostgresReplayFence(pg_dsn) as fence:
+        for nonce in ("a\x00b", "x" * 100_000, "\u00e9\U0001f600"):
+            fence.check_and_record(nonce, expires_at=9)
+            assert nonce in fence
+            with pytest.raises(EcpaError) as err:
+                fence.check_and_record(nonce, expires_at=9)
+            assert err.value.code is ErrorCode.REPLAYED_NONCE
+
+
+def test_a_server_that_stops_answering_fails_the_call_in_bounded_time(
+    pg_server: PgServer, pg_dsn: str
+) -> None:
+    if pg_server.directory is None:
+        pytest.skip("the server given by ECPA_TEST_PG_DSN is not ours to freeze")
+    with PostgresReplayFence(pg_dsn, timeout=2.0) as fence:
+        fence.check_and_record("first", expires_at=9)
+        backend = int(fence._one("SELECT pg_backend_pid()", ()))
+        os.kill(backend, signal.SIGSTOP)  # the server's process for this connection, frozen
+        try:
+            began = time.monotonic()
+            with pytest.raises(EcpaError) as err:
+                fence.check_and_record("second", expires_at=9)
+            took = time.monotonic() - began
+        finally:
+            os.kill(backend, signal.SIGCONT)
+        assert err.value.code is ErrorCode.REPLAY_STORE
+        assert took < 30
+        fence.check_and_record("third", expires_at=9)  # connected again
+        assert "third" in fence
 
 
 def test_describe_dsn_never_shows_the_password() -> None:
@@ -175,11 +236,16 @@ def _run_clients(dsn: str, tmp_path: Path, during: Any = None) -> list[dict[str,
     return [json.loads(out.read_text()) for out in outs]
 
 
-def _table(dsn: str) -> list[str]:
+def _table(dsn: str) -> list[bytes]:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return [r[0] for r in conn.execute("SELECT nonce FROM ecpa_accepted_nonce").fetchall()]
+        rows = conn.execute("SELECT nonce_sha256 FROM ecpa_accepted_nonce").fetchall()
+    return [bytes(r[0]) for r in rows]
+
+
+def _keys(nonces: set[str]) -> set[bytes]:
+    return {nonce_key(n) for n in nonces}
 
 
 def _distinct() -> set[str]:
@@ -199,7 +265,7 @@ def test_four_processes_with_overlapping_nonces_accept_each_once(
     assert union == _distinct()  # exactly the distinct nonces: none lost, none twice
     assert sum(len(a) for a in accepted) == len(union)
     assert sum(len(r["replayed"]) for r in results) == PROCESSES * PER_PROCESS - len(union)
-    assert sorted(_table(pg_dsn)) == sorted(union)
+    assert sorted(_table(pg_dsn)) == sorted(_keys(union))
 
 
 def test_a_server_restart_in_the_middle_loses_and_doubles_nothing(
@@ -230,8 +296,8 @@ def test_a_server_restart_in_the_middle_loses_and_doubles_nothing(
             assert not a & b
     table = set(_table(pg_dsn))
     union = set().union(*accepted)
-    assert union <= table  # none a client reported accepted is missing
-    assert table <= _distinct()
+    assert _keys(union) <= table  # none a client reported accepted is missing
+    assert table <= _keys(_distinct())
     # Every nonce was either accepted, refused as a replay or reported as an error.
     for r in results:
         assert len(r["accepted"]) + len(r["replayed"]) + len(r["errors"]) == PER_PROCESS

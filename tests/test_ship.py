@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import pytest
 
 from bench.launchdir import HOST, Written, write_launch
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.runtime.postgres import nonce_key
+from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, read_identity
 from ecpa.runtime.remote import REMOTE_NOTE, status_from_store
 from ecpa.runtime.ship import BATCH_LINES, ShipReport, ship_launch
 from ecpa.runtime.status import status_from_launch_dir
@@ -67,9 +70,23 @@ def stored_lines(dsn: str, launch_id: str) -> list[tuple[str, int, bytes]]:
     return [(s, int(o), bytes(line)) for s, o, line in rows]
 
 
-def ship(dsn: str, w: Written, **kw: Any) -> ShipReport:
+def seen_by(w: Written) -> Callable[[ProcessIdentity], Liveness]:
+    """Liveness as a shipper on the launch's (fake) host sees it."""
+    return lambda who: check_alive(who, proc_root=w.proc_root, host=HOST)
+
+
+def ship(dsn: str, w: Written, *, at: int = NOW, **kw: Any) -> ShipReport:
     with EvidenceStore(dsn) as store:
-        return ship_launch(w.directory, store, once=True, **kw)
+        return ship_launch(
+            w.directory, store, once=True, liveness=seen_by(w), clock=lambda: at, **kw
+        )
+
+
+def live_launch(root: Path, **kw: Any) -> Written:
+    """A launch written now whose supervisor is this test process (alive on this host), for
+    `ecpa ship` run as a command."""
+    # One record every 10 s, a 30 s heartbeat window: room for slow process starts here.
+    return write_launch(root, now=int(time.time()), interval=10, supervisor=read_identity(), **kw)
 
 
 def local(w: Written, now: int = NOW) -> RuntimeStatus:
@@ -115,12 +132,15 @@ def test_a_replayed_line_keeps_its_bytes_but_not_the_nonce(pg_dsn: str, written:
     copy = line_of(written, 2, 10)[:-1]
     nonce = line_nonce(copy)
     assert nonce is not None
+    key = nonce_key(nonce)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT nonce, claimed_nonce FROM ecpa_evidence WHERE line = %s ORDER BY file_offset",
+            "SELECT nonce_sha256, claimed_sha256 FROM ecpa_evidence WHERE line = %s"
+            " ORDER BY file_offset",
             (copy,),
         ).fetchall()
-    assert rows == [(nonce, nonce), (None, nonce)]  # the first keeps the key; the copy claims it
+    got = [tuple(None if v is None else bytes(v) for v in r) for r in rows]
+    assert got == [(key, key), (None, key)]  # the first keeps the key; the copy claims it
 
 
 def test_status_from_the_store_decides_as_the_files_do(pg_dsn: str, written: Written) -> None:
@@ -240,13 +260,11 @@ def ecpa(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess
 def test_cli_ship_once_then_status_db_json(pg_dsn: str, tmp_path: Path) -> None:
     import json
 
-    written = write_launch(tmp_path, slots=3, records=40, now=NOW)
+    written = live_launch(tmp_path, slots=3, records=40)
     out = ecpa("ship", "--launch", written.directory, "--db", pg_dsn, "--once")
     assert out.returncode == 0, out.stderr
     assert f"{3 * 40} line(s) stored" in out.stdout
-    st = ecpa(
-        "status", "--db", pg_dsn, "--launch-id", written.directory.name, "--now", NOW, "--json"
-    )
+    st = ecpa("status", "--db", pg_dsn, "--launch-id", written.directory.name, "--json")
     assert st.returncode == 0, st.stdout + st.stderr
     doc = json.loads(st.stdout)
     assert doc["runtime_effective"] is True
@@ -328,7 +346,8 @@ def test_ship_killed_mid_copy_and_restarted_stores_every_line_once(
     assert set(stored) == file_lines(w)  # none lost, byte for byte
 
 
-def test_following_ships_new_lines_and_exits_after_the_end(pg_dsn: str, written: Written) -> None:
+def test_following_ships_new_lines_and_exits_after_the_end(pg_dsn: str, tmp_path: Path) -> None:
+    written = live_launch(tmp_path, slots=2, records=20)
     EvidenceStore(pg_dsn).close()  # the tables, for the polling below
     proc = subprocess.Popen(
         [str(ECPA), "ship", "--launch", str(written.directory), "--db", pg_dsn],
@@ -357,7 +376,8 @@ def test_following_ships_new_lines_and_exits_after_the_end(pg_dsn: str, written:
             proc.wait()
 
 
-def test_sigterm_stops_following_cleanly(pg_dsn: str, written: Written) -> None:
+def test_sigterm_stops_following_cleanly(pg_dsn: str, tmp_path: Path) -> None:
+    written = live_launch(tmp_path, slots=2, records=20)
     EvidenceStore(pg_dsn).close()  # the tables, for the polling below
     proc = subprocess.Popen(
         [str(ECPA), "ship", "--launch", str(written.directory), "--db", pg_dsn],
@@ -384,6 +404,9 @@ def test_sigterm_stops_following_cleanly(pg_dsn: str, written: Written) -> None:
 # --- end to end: a real launch on "another host" ---------------------------------------------
 
 
+WINDOW = 10
+
+
 def db_status(dsn: str, launch_id: str) -> dict[str, Any]:
     import json
 
@@ -400,7 +423,13 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
     2/2 slots; rank 1 killed: false within the heartbeat window plus shipping, naming the
     slot; the launch stopped: `ship` exits by itself with every line stored, status false
     with the end first."""
-    plan = {**PLAN, "slots": [{"role": "scheduler", "ordinal": i} for i in range(2)]}
+    # A 10 s heartbeat window: shipping and a status command's start (seconds on a busy
+    # machine) fit in it; the withdrawal below is waited for within that window.
+    plan = {
+        **PLAN,
+        "heartbeat_window_s": WINDOW,
+        "slots": [{"role": "scheduler", "ordinal": i} for i in range(2)],
+    }
     run, directory = launches.start(*DRIVE, "--processes", "2", plan=plan)
     launch_id = directory.name
     shipper = subprocess.Popen(
@@ -411,7 +440,7 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while True:
             doc = None
             with contextlib.suppress(AssertionError, ValueError):
@@ -425,7 +454,7 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
         assert doc["refused"] == {}
         [victim] = [int(p.name.split("-")[1]) for p in launches.logs(directory) if ".1-" in p.name]
         os.kill(victim, signal.SIGKILL)
-        deadline = time.monotonic() + 3 + 10
+        deadline = time.monotonic() + WINDOW + 20
         while db_status(pg_dsn, launch_id)["runtime_effective"]:
             assert time.monotonic() < deadline
             time.sleep(0.3)
@@ -447,3 +476,196 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
         if shipper.poll() is None:
             shipper.kill()
             shipper.wait()
+
+
+# --- review findings, each a test ------------------------------------------------------------
+
+
+def test_a_status_under_its_own_trust_or_time_leaves_shared_checkpoints_alone(
+    pg_dsn: str, written: Written, tmp_path: Path
+) -> None:
+    import json
+
+    ship(pg_dsn, written)
+    doc = json.loads((written.directory / "trust.json").read_text())
+    for key in doc["keys"]:
+        key["enabled"] = False
+    other = tmp_path / "disabled.json"
+    other.write_text(json.dumps(doc))
+    assert remote(pg_dsn, written, trust=other, history_budget_s=None).effective is False
+    early = remote(pg_dsn, written, now=NOW - 3600, history_budget_s=None, save_checkpoints=False)
+    assert early.effective is False
+    # Neither saved what it walked: the next status walks the history afresh, and decides
+    # as the files do.
+    assert decision(remote(pg_dsn, written, history_budget_s=None)) == decision(local(written))
+
+
+def test_an_over_long_line_ending_in_cr_is_refused_as_in_the_file(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    from ecpa.runtime.evidence import MAX_RECORD_LENGTH, parse_record
+
+    w = write_launch(tmp_path, slots=1, records=10, now=NOW)
+    [log] = logs_of(w)
+    lines = log.read_bytes().splitlines(keepends=True)
+    last = lines[-1].rstrip(b"\n")
+    padded = b"{" + b" " * (MAX_RECORD_LENGTH - len(last)) + last[1:]
+    parse_record(padded)  # a valid record line, exactly the longest allowed
+    log.write_bytes(b"".join(lines[:-1]) + padded + b"\r" + b"tail junk\n")
+    ship(pg_dsn, w)
+    for now in (NOW, NOW + 3):
+        assert decision(remote(pg_dsn, w, now=now, history_budget_s=None)) == decision(
+            local(w, now)
+        )
+
+
+def _record_claiming(nonce: str) -> bytes:
+    import base64
+    import json
+
+    payload = json.dumps({"challenge_nonce": nonce}).encode()
+    b64 = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
+    return json.dumps({"payload_b64": b64, "detached_jws": "e30..AAAA"}).encode() + b"\n"
+
+
+@pytest.mark.parametrize("nonce", ["a\u0000b", "n" * 20_000])
+def test_a_line_claiming_any_nonce_never_stops_shipping(
+    pg_dsn: str, written: Written, nonce: str
+) -> None:
+    append(written, 0, _record_claiming(nonce) + _record_claiming(nonce))
+    report = ship(pg_dsn, written)
+    assert set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written)
+    assert report.stored == len(file_lines(written))
+
+
+def test_two_shippers_at_once_store_each_line_once(pg_dsn: str, tmp_path: Path) -> None:
+    import threading
+
+    w = write_launch(tmp_path, slots=2, records=1500, now=NOW)
+    EvidenceStore(pg_dsn).close()
+    reports: list[ShipReport] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            reports.append(ship(pg_dsn, w))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    total = len(file_lines(w))
+    assert sum(r.stored for r in reports) == total  # counted once, by whoever stored it
+    assert len(stored_lines(pg_dsn, w.directory.name)) == total
+    with EvidenceStore(pg_dsn) as store:
+        for log in logs_of(w):
+            position = store.position(w.directory.name, log.name)
+            assert position is not None
+            assert position.end == log.stat().st_size
+
+
+def test_a_log_rewritten_in_place_is_noted_not_mixed(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written)
+    log = logs_of(written)[0]
+    data = bytearray(log.read_bytes())
+    # The same inode, other bytes where the shipped end's anchor (its last 4 KiB) lies, and
+    # more of them after.
+    data[-100:-90] = b"X" * 10
+    with log.open("r+b") as out:
+        out.write(bytes(data) + b"more\n")
+    report = ship(pg_dsn, written)
+    assert report.stored == 0
+    assert any("rewritten in place" in n for n in report.notes)
+
+
+def test_a_reader_role_needs_only_to_read(pg_dsn: str, pg_server: Any, written: Written) -> None:
+    import psycopg
+
+    ship(pg_dsn, written)
+    schema = pg_dsn.split("search_path%3D")[1]
+    role = f"ro_{schema}"
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    try:
+        reader = pg_dsn.replace("postgres@", f"{role}@")
+        st = remote(reader, written, history_budget_s=None)
+        assert decision(st) == decision(local(written))
+        assert any("checkpoint of" in r and "not saved" in r for r in st.reasons)
+        with pytest.raises(EcpaError) as err:  # it cannot ship
+            ship(reader, written)
+        assert err.value.code is ErrorCode.EVIDENCE_STORE
+    finally:
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_supervisor_gone_without_an_end_makes_it_false(pg_dsn: str, written: Written) -> None:
+    with EvidenceStore(pg_dsn) as store:
+        report = ship_launch(
+            written.directory,
+            store,
+            liveness=lambda who: Liveness(False, "process not alive: killed"),
+            clock=lambda: NOW,
+        )
+    assert report.supervisor_gone  # following ended by itself: nothing more will come
+    st = remote(pg_dsn, written)
+    assert st.effective is False
+    assert any(r.startswith("supervisor not alive: process not alive: killed") for r in st.reasons)
+
+
+def test_a_supervisor_not_seen_lately_makes_it_false(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written, at=NOW - 60)  # the shipper last looked a minute ago
+    st = remote(pg_dsn, written)
+    assert st.effective is False
+    assert any("supervisor not alive: not seen lately" in r for r in st.reasons)
+    ship(pg_dsn, written, at=NOW)
+    assert remote(pg_dsn, written).effective is True
+
+
+def test_following_waits_for_a_store_that_went_away(
+    pg_server: Any, pg_dsn: str, written: Written
+) -> None:
+    if pg_server.directory is None:
+        pytest.skip("the server given by ECPA_TEST_PG_DSN is not ours to restart")
+    ship(pg_dsn, written)
+    report = ShipReport()
+    calls = 0
+    restarted = False
+    deadline = time.monotonic() + 120
+
+    def stop() -> bool:
+        nonlocal calls, restarted
+        calls += 1
+        if not restarted and "store unavailable" in " ".join(report.notes) and calls > 5:
+            pg_server.start()  # it was away for a few passes
+            restarted = True
+        if restarted and set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written):
+            return True
+        return time.monotonic() > deadline
+
+    with EvidenceStore(pg_dsn) as store:
+        pg_server.stop()
+        try:
+            append(written, 0, b"written while the store was away\n")
+            ship_launch(
+                written.directory,
+                store,
+                interval=0.05,
+                stop=stop,
+                report=report,
+                liveness=seen_by(written),
+                clock=lambda: NOW,
+            )
+        finally:
+            if not restarted:  # the session's other tests need their server
+                pg_server.start()
+    assert restarted
+    assert any("store unavailable, retrying" in n for n in report.notes)
+    assert set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written)

@@ -48,7 +48,7 @@ def ship_command(
     that `ecpa status --db DSN --launch-id ID` can judge the launch from any host.
     """
     if not is_postgres_dsn(db):
-        raise fail_usage(f"expected --db postgresql://..., found {safe(db[:40])!r}")
+        raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
     if not 0.05 <= interval <= 60:
         raise fail_usage(f"expected --interval within [0.05, 60] seconds, found {interval}")
     if not launch.is_dir():
@@ -73,7 +73,15 @@ def ship_command(
             signal.signal(sig, handler)
         for note in report.notes:
             typer.echo(f"ecpa ship: note: {safe(note)}", err=True)
-    how = "launch ended, all stored" if report.ended else "stopped" if stopping.is_set() else "done"
+    how = (
+        "launch ended, all stored"
+        if report.ended
+        else "supervisor gone, all stored"
+        if report.supervisor_gone
+        else "stopped"
+        if stopping.is_set()
+        else "done"
+    )
     typer.echo(
         f"shipped launch {report.launch_id}: {report.stored} line(s) stored from "
         f"{report.logs} log(s) in {report.passes} pass(es); {how}"

@@ -138,11 +138,17 @@ def status_command(
     if db is not None:
         assert launch_id is not None
         if not is_postgres_dsn(db):
-            raise fail_usage(f"expected --db postgresql://..., found {safe(db[:40])!r}")
+            raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
         if binding is not None:
             raise fail_usage("expected no --binding with --db (the store holds the launch)")
         status = status_from_store(
-            db, launch_id, now=when, trust=trust, replay_db=replay_db, max_idle=max_idle
+            db,
+            launch_id,
+            now=when,
+            trust=trust,
+            replay_db=replay_db,
+            max_idle=max_idle,
+            save_checkpoints=now is None,  # a time of its own: leave shared checkpoints alone
         )
     elif launch is not None:
         if trust is not None or binding is not None:

@@ -16,154 +16,52 @@ is opened: ``import ecpa`` does not need it. Errors never carry the password of 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import replayed
+from ecpa.runtime.pgconn import (
+    CALL_TIMEOUT_S,
+    SCHEMES,
+    Watchdog,
+    connect,
+    describe_dsn,
+    driver,
+    ensure_schema,
+    is_postgres_dsn,
+    looks_like_dsn,
+    primary_key,
+    store_error,
+)
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
-    "CONNECT_TIMEOUT_S",
     "SCHEMES",
     "PostgresReplayFence",
-    "connect",
     "describe_dsn",
-    "ensure_schema",
     "is_postgres_dsn",
+    "looks_like_dsn",
+    "nonce_key",
 ]
 
-#: A DSN in URI form names PostgreSQL; anything else given as ``--replay-db`` is a path.
-SCHEMES = ("postgresql://", "postgres://")
-#: Seconds to wait for a server before saying it is unreachable.
-CONNECT_TIMEOUT_S = 5
-#: No statement may hold a connection longer than this (a lock held elsewhere, a server
-#: that stopped answering): the call fails with the store's code instead.
-STATEMENT_TIMEOUT_MS = 10_000
-# pg_advisory_xact_lock key under which tables are created ("ecpa" in ASCII).
-_SCHEMA_LOCK = 0x65637061
 FENCE_COMPONENT, FENCE_VERSION = "replay_fence", 1
 
 
-def is_postgres_dsn(spec: object) -> bool:
-    """Whether ``spec`` is a PostgreSQL URI (``postgresql://`` or ``postgres://``)."""
-    return isinstance(spec, str) and spec.startswith(SCHEMES)
-
-
-def describe_dsn(dsn: str) -> str:
-    """Where a DSN points, for messages: host, port and database, never the password."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        parts = conninfo_to_dict(dsn)
-    except Exception:  # an unparsable DSN (or no psycopg): say only that it is one
-        return "a PostgreSQL DSN that cannot be parsed"
-    host = str(parts.get("host") or "localhost")
-    port = str(parts.get("port") or "5432")
-    return f"PostgreSQL at {host}:{port}, database {parts.get('dbname') or parts.get('user')}"
-
-
-def driver(code: ErrorCode) -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise EcpaError(
-            code,
-            "expected the PostgreSQL driver psycopg 3 (pip install 'ecpa[postgres]'), "
-            "found it not installed",
-        ) from None
-    return psycopg
-
-
-def connect(dsn: str, code: ErrorCode, *, autocommit: bool = True) -> psycopg.Connection[Any]:
-    """A connection to ``dsn`` that fails fast: ``CONNECT_TIMEOUT_S`` to connect, every
-    statement bounded by ``STATEMENT_TIMEOUT_MS``.
-
-    Raises:
-        EcpaError: ``code`` when psycopg is missing, the DSN is malformed or the server
-            cannot be reached, naming where it looked (never the password).
-    """
-    psycopg = driver(code)
-    try:
-        conn = psycopg.connect(
-            dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="ecpa"
-        )
-    except psycopg.ProgrammingError as exc:  # a malformed DSN
-        raise EcpaError(code, f"expected a PostgreSQL DSN, found one that is not: {exc}") from None
-    except psycopg.Error as exc:
-        raise store_error(code, dsn, exc) from None
-    try:
-        # A SET, not the DSN's "options": a DSN's own options (a search_path) stay in force.
-        conn.execute(f"SET statement_timeout = {int(STATEMENT_TIMEOUT_MS)}")
-        # A commit is acknowledged only once it is on disk, whatever the server's default:
-        # an accepted nonce (a stored line) must survive the server's crash.
-        conn.execute("SET synchronous_commit = on")
-        conn.autocommit = autocommit
-    except psycopg.Error as exc:
-        conn.close()
-        raise store_error(code, dsn, exc) from None
-    return conn  # type: ignore[no-any-return]
-
-
-def store_error(code: ErrorCode, dsn: str, exc: BaseException) -> EcpaError:
-    """The error for a failed database call: where, and the server's first line."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return EcpaError(code, f"expected a usable {describe_dsn(dsn)}, found: {first}")
-
-
-def ensure_schema(
-    conn: psycopg.Connection[Any],
-    component: str,
-    version: int,
-    create: Callable[[psycopg.Connection[Any]], None],
-    code: ErrorCode,
-) -> None:
-    """Create ``component``'s tables once (``create``) and record its ``version``; refuse a
-    database holding another version of it.
-
-    Raises:
-        EcpaError: ``code`` for another version; psycopg errors pass through.
-    """
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS ecpa_schema ("
-            " component text PRIMARY KEY, version integer NOT NULL)"
-        )
-        row = conn.execute(
-            "SELECT version FROM ecpa_schema WHERE component = %s", (component,)
-        ).fetchone()
-        if row is None:
-            create(conn)
-            conn.execute(
-                "INSERT INTO ecpa_schema (component, version) VALUES (%s, %s)", (component, version)
-            )
-        elif row[0] != version:
-            raise EcpaError(
-                code,
-                f"expected schema version {version} of {component} (table ecpa_schema), "
-                f"found version {row[0]}",
-            )
-
-
-def primary_key(conn: psycopg.Connection[Any], table: str) -> list[str]:
-    """The primary key columns of ``table`` (as the search path finds it), sorted."""
-    rows = conn.execute(
-        "SELECT a.attname FROM pg_index i JOIN pg_attribute a"
-        " ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)"
-        " WHERE i.indrelid = to_regclass(%s) AND i.indisprimary",
-        (table,),
-    ).fetchall()
-    return sorted(str(r[0]) for r in rows)
+def nonce_key(nonce: str) -> bytes:
+    """What a nonce is stored under: SHA-256 of its UTF-8 bytes. A nonce is any non-empty
+    string of a signed statement (NUL characters, any length): as a key it must fit a
+    B-tree entry and a text column, so its digest is the key."""
+    return hashlib.sha256(nonce.encode("utf-8", "surrogatepass")).digest()
 
 
 def _create_fence(conn: psycopg.Connection[Any]) -> None:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS ecpa_accepted_nonce ("
-        " nonce text PRIMARY KEY, expires_at bigint NOT NULL, fingerprint text)"
+        " nonce_sha256 bytea PRIMARY KEY, expires_at bigint NOT NULL, fingerprint text)"
     )
     conn.execute(
         "CREATE INDEX IF NOT EXISTS ecpa_accepted_nonce_expires ON ecpa_accepted_nonce (expires_at)"
@@ -184,8 +82,9 @@ class PostgresReplayFence:
     #: :func:`ecpa.profile.fence.record_nonce` may pass ``fingerprint``.
     keeps_fingerprints = True
 
-    def __init__(self, dsn: str) -> None:
-        """Connect to ``dsn`` and create the fence's table on first use.
+    def __init__(self, dsn: str, *, timeout: float = CALL_TIMEOUT_S) -> None:
+        """Connect to ``dsn`` and create the fence's table on first use; no call blocks
+        longer than ``timeout`` seconds, even when the server stops answering.
 
         Raises:
             EcpaError: ``ECPA_REPLAY_STORE`` when the server cannot be reached, the driver
@@ -195,6 +94,7 @@ class PostgresReplayFence:
         self.dsn = dsn
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
+        self._watchdog = Watchdog(timeout)
         with self._lock:
             self._connection()
 
@@ -205,20 +105,22 @@ class PostgresReplayFence:
         conn = connect(self.dsn, code)
         psycopg = driver(code)
         try:
-            ensure_schema(conn, FENCE_COMPONENT, FENCE_VERSION, _create_fence, code)
-            keys = primary_key(conn, "ecpa_accepted_nonce")
+            with self._watchdog.guard(conn):
+                ensure_schema(conn, FENCE_COMPONENT, FENCE_VERSION, _create_fence, code)
+                keys = primary_key(conn, "ecpa_accepted_nonce")
         except EcpaError:
             conn.close()
             raise
         except psycopg.Error as exc:
             conn.close()
             raise store_error(code, self.dsn, exc) from None
-        if keys != ["nonce"]:
+        if keys != ["nonce_sha256"]:
             conn.close()
             raise EcpaError(
                 code,
-                f"expected table ecpa_accepted_nonce in {describe_dsn(self.dsn)} with nonce as "
-                f"its PRIMARY KEY (so each nonce is accepted once), found primary key {keys}",
+                f"expected table ecpa_accepted_nonce in {describe_dsn(self.dsn)} with "
+                "nonce_sha256 as its PRIMARY KEY (so each nonce is accepted once), "
+                f"found primary key {keys}",
             )
         self._conn = conn
         return conn
@@ -243,19 +145,22 @@ class PostgresReplayFence:
                 cannot be used (whether that nonce was recorded is then unknown).
         """
         psycopg = driver(ErrorCode.REPLAY_STORE)
+        key = nonce_key(nonce)
         with self._lock:
             conn = self._connection()
             try:
-                cur = conn.execute(
-                    "INSERT INTO ecpa_accepted_nonce (nonce, expires_at, fingerprint)"
-                    " VALUES (%s, %s, %s) ON CONFLICT (nonce) DO NOTHING",
-                    (nonce, expires_at, fingerprint),
-                )
-                if cur.rowcount == 1:
-                    return
-                row = conn.execute(
-                    "SELECT fingerprint FROM ecpa_accepted_nonce WHERE nonce = %s", (nonce,)
-                ).fetchone()
+                with self._watchdog.guard(conn):
+                    cur = conn.execute(
+                        "INSERT INTO ecpa_accepted_nonce (nonce_sha256, expires_at, fingerprint)"
+                        " VALUES (%s, %s, %s) ON CONFLICT (nonce_sha256) DO NOTHING",
+                        (key, expires_at, fingerprint),
+                    )
+                    if cur.rowcount == 1:
+                        return
+                    row = conn.execute(
+                        "SELECT fingerprint FROM ecpa_accepted_nonce WHERE nonce_sha256 = %s",
+                        (key,),
+                    ).fetchone()
             except psycopg.Error as exc:
                 raise self._failed(exc) from None
         if fingerprint is not None and row is not None and row[0] == fingerprint:
@@ -282,18 +187,18 @@ class PostgresReplayFence:
         with self._lock:
             conn = self._connection()
             try:
-                row = conn.execute(sql, params).fetchone()
+                with self._watchdog.guard(conn):
+                    row = conn.execute(sql, params).fetchone()
             except psycopg.Error as exc:
                 raise self._failed(exc) from None
         assert row is not None
         return row[0]
 
     def __contains__(self, nonce: object) -> bool:
-        return bool(
-            self._one(
-                "SELECT EXISTS (SELECT 1 FROM ecpa_accepted_nonce WHERE nonce = %s)", (nonce,)
-            )
-        )
+        if not isinstance(nonce, str):
+            return False
+        sql = "SELECT EXISTS (SELECT 1 FROM ecpa_accepted_nonce WHERE nonce_sha256 = %s)"
+        return bool(self._one(sql, (nonce_key(nonce),)))
 
     def __len__(self) -> int:
         return int(self._one("SELECT count(*) FROM ecpa_accepted_nonce", ()))

@@ -7,14 +7,16 @@ its newest lines, its history walked from a checkpoint kept in the store). What 
 done from here is said in the reasons, never assumed away: ``/proc`` of the launch's host is
 not read, so a process counts as alive while its newest signed heartbeat is within the
 heartbeat window (a process that stopped is withdrawn when its last heartbeat ages out, not
-the moment it dies), descent from the supervisor is not checked, and the supervisor is
-known to have ended only from a shipped ``exit.json``. A shipper that stops copying makes
-the heartbeats stale: the status turns false, never true.
+the moment it dies), and descent from the supervisor is not checked. The supervisor counts
+as alive while ``ecpa ship``, on its host, saw it alive within the heartbeat window. A
+shipper that stops copying makes the heartbeats and the supervisor stale: the status turns
+false, never true.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -33,7 +35,7 @@ from ecpa.runtime.launch import ended_from_bytes, launch_from_bytes
 from ecpa.runtime.logs import LOG_NAME, judge_sources
 from ecpa.runtime.process import Liveness, ProcessIdentity
 from ecpa.runtime.status import HISTORY_BUDGET_S, ReplayDb, open_fence
-from ecpa.runtime.store import EvidenceStore
+from ecpa.runtime.store import EvidenceStore, LaunchRow
 from ecpa.runtime.stream import Stream
 from ecpa.runtime.verdict import RuntimeStatus
 
@@ -42,7 +44,7 @@ __all__ = ["REMOTE_NOTE", "StoredLog", "status_from_store"]
 REMOTE_NOTE = (
     "status from the evidence store: /proc of the launch's host not read; a process counts "
     "as alive while its newest signed heartbeat is within the heartbeat window; descent from "
-    "the supervisor not checked; the launch's end known only from a shipped exit.json"
+    "the supervisor not checked; the supervisor as ecpa ship last saw it"
 )
 _PAGE = 500
 
@@ -53,23 +55,45 @@ class StoredLog:
     holds while the line just before its offset is still the one it walked last (by hash):
     otherwise the history is walked again from the start."""
 
-    def __init__(self, store: EvidenceStore, launch_id: str, name: str, end: int) -> None:
+    def __init__(
+        self, store: EvidenceStore, launch_id: str, name: str, end: int, *, basis: str, save: bool
+    ) -> None:
         self.store = store
         self.launch_id = launch_id
         self.name = name
         self._end = end
+        self._basis = basis
+        self._save = save
+
+    def _lines(self, sql: str, params: tuple[int, ...]) -> list[tuple[int, bytes]]:
+        # ``sql`` is one of this class's constant clauses, never input.
+        head = "SELECT file_offset, line FROM ecpa_evidence WHERE launch_id = %s AND source = %s"
+        rows = self.store.query(head + sql, (self.launch_id, self.name, *params))
+        return [(int(o), bytes(line)) for o, line in rows]
+
+    def _newest(self, end: int, limit: int) -> list[tuple[int, bytes]]:
+        return self._lines(" AND file_offset < %s ORDER BY file_offset DESC LIMIT %s", (end, limit))
 
     def _anchor(self, offset: int) -> str:
         if offset == 0:
             return hashlib.sha256(b"").hexdigest()
-        before = self.store.newest_lines(self.launch_id, self.name, offset, 1)
+        before = self._newest(offset, 1)
         text = b"" if not before else str(before[0][0]).encode() + b":" + before[0][1]
         return hashlib.sha256(text).hexdigest()
 
     def load(self, launch_id: str) -> history.Checkpoint:
         fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
-        doc = self.store.checkpoint(launch_id, self.name)
-        if doc is None:
+        rows = self.store.query(
+            "SELECT doc FROM ecpa_status_checkpoint WHERE launch_id = %s AND source = %s",
+            (launch_id, self.name),
+        )
+        try:
+            doc = json.loads(rows[0][0]) if rows else None
+        except ValueError:
+            doc = None
+        if (
+            not isinstance(doc, dict) or doc.get("basis") != self._basis
+        ):  # walked under another trust store
             return fresh
         try:
             ck = history.checkpoint_from_dict(doc, self.name)
@@ -104,7 +128,10 @@ class StoredLog:
         def lines() -> Iterator[LogLine]:
             nonlocal stopped
             while True:
-                page = self.store.lines_from(self.launch_id, self.name, ck.offset, end, _PAGE)
+                page = self._lines(
+                    " AND file_offset >= %s AND file_offset < %s ORDER BY file_offset LIMIT %s",
+                    (ck.offset, end, _PAGE),
+                )
                 if not page:
                     return
                 for offset, raw in page:
@@ -130,16 +157,23 @@ class StoredLog:
         return not stopped
 
     def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
-        found = self.store.newest_lines(self.launch_id, self.name, end, 64)
+        found = self._newest(end, 64)
         return [(o, line[:-1] if line.endswith(b"\r") else line) for o, line in found]
 
     def line_at(self, offset: int) -> bytes | None:
-        line = self.store.line_at(self.launch_id, self.name, offset)
-        return None if line is None else line.removesuffix(b"\r")
+        found = self._lines(" AND file_offset = %s", (offset,))
+        return found[0][1].removesuffix(b"\r") if found else None
 
     def save(self, ck: history.Checkpoint) -> str | None:
+        if not self._save:
+            return None
         try:
-            self.store.save_checkpoint(self.launch_id, self.name, ck.to_dict())
+            doc = json.dumps({**ck.to_dict(), "basis": self._basis}, separators=(",", ":"))
+            self.store.query(
+                "INSERT INTO ecpa_status_checkpoint (launch_id, source, doc) VALUES (%s, %s, %s)"
+                " ON CONFLICT (launch_id, source) DO UPDATE SET doc = EXCLUDED.doc",
+                (self.launch_id, self.name, doc),
+            )
         except EcpaError as exc:
             return f"checkpoint of {self.name} not saved: {exc.detail}"
         ck.saved = True
@@ -164,9 +198,13 @@ def status_from_store(
     replay_db: ReplayDb = None,
     max_idle: int | None = None,
     history_budget_s: float | None = HISTORY_BUDGET_S,
+    save_checkpoints: bool = True,
 ) -> RuntimeStatus:
     """The status of launch ``launch_id`` from the evidence store at ``dsn`` (see the module's
-    text). ``trust`` replaces the trust store shipped with the launch.
+    text). ``trust`` replaces the trust store shipped with the launch; then, or with
+    ``save_checkpoints`` False (a ``now`` that is not the clock), the history checkpoints
+    in the store are read but not replaced. A reader needs only to read the store (and to
+    write ``ecpa_status_checkpoint``, or its statuses walk history afresh each time).
 
     Raises:
         EcpaError: ``ECPA_EVIDENCE_STORE`` when the store cannot be used or holds no such
@@ -175,7 +213,7 @@ def status_from_store(
             ``ECPA_REPLAY_STORE`` for a replay database that cannot be used.
     """
     with ExitStack() as stack:
-        store = stack.enter_context(EvidenceStore(dsn))
+        store = stack.enter_context(EvidenceStore(dsn, create=False))
         row = store.launch(launch_id)
         if row is None:
             raise EcpaError(
@@ -192,6 +230,7 @@ def status_from_store(
             )
         if trust is not None:
             trust_store = TrustStore.load(trust)
+            basis = "file:" + hashlib.sha256(trust.read_bytes()).hexdigest()
         elif row.trust_doc is None:
             raise EcpaError(
                 ErrorCode.TRUST_STORE_CONFIG,
@@ -199,6 +238,8 @@ def status_from_store(
             )
         else:
             trust_store = _trust(row.trust_doc, f"trust store of {where}")
+            basis = "shipped:" + hashlib.sha256(row.trust_doc).hexdigest()
+        save = save_checkpoints and trust is None
         skipped: list[str] = []
         sources = []
         for name in store.sources(launch_id):
@@ -207,7 +248,7 @@ def status_from_store(
                 continue
             position = store.position(launch_id, name)
             end = 0 if position is None else position.end
-            sources.append(StoredLog(store, launch_id, name, end))
+            sources.append(StoredLog(store, launch_id, name, end, basis=basis, save=save))
         durable = open_fence(replay_db, stack)
         fence: ReplayFence = MemoryReplayFence() if durable is None else durable
         streams, notes = judge_sources(
@@ -236,11 +277,7 @@ def status_from_store(
         )
         return Liveness(at >= now - window, text)
 
-    supervisor = Liveness(
-        True,
-        f"not checked (ecpa run, pid {boss.pid}, runs on {boss.host}; "
-        "its end is known from a shipped exit.json only)",
-    )
+    supervisor = _supervisor(row, now, window)
     status = verdict_launch(
         streams.values(),
         expected,
@@ -255,3 +292,21 @@ def status_from_store(
         return status
     ended = ended_from_bytes(row.exit_doc)
     return replace(status, effective=False, reasons=(ended, *status.reasons))
+
+
+def _supervisor(row: LaunchRow, now: int, window: int) -> Liveness:
+    """The supervisor as ``ecpa ship`` last saw it on the launch's host: alive only if seen
+    alive within the heartbeat window (a shipper that stopped looking makes it unknown,
+    hence false)."""
+    if row.exit_doc is not None:
+        return Liveness(True, "recorded the launch's end")
+    checked, alive = row.supervisor_checked_at, row.supervisor_alive
+    if checked is None or alive is None:
+        return Liveness(False, "never seen by ecpa ship")
+    age = now - checked
+    seen = f"as ecpa ship saw it on {row.host} {age} s ago (window {window} s)"
+    if not alive:
+        return Liveness(False, f"{row.supervisor_reason}, {seen}")
+    if age > window:
+        return Liveness(False, f"not seen lately: alive {seen}")
+    return Liveness(True, f"{row.supervisor_reason}, {seen}")

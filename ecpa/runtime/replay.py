@@ -15,7 +15,7 @@ import time
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import MemoryReplayFence, ReplayFence, record_nonce, replayed
-from ecpa.runtime.postgres import PostgresReplayFence, is_postgres_dsn
+from ecpa.runtime.postgres import PostgresReplayFence, is_postgres_dsn, looks_like_dsn
 
 __all__ = [
     "MemoryReplayFence",
@@ -194,4 +194,10 @@ def open_replay_fence(spec: str | os.PathLike[str]) -> SqliteReplayFence | Postg
     """
     if is_postgres_dsn(spec):
         return PostgresReplayFence(str(spec))
+    if looks_like_dsn(spec):  # never a file named after a connection string (and its password)
+        raise EcpaError(
+            ErrorCode.REPLAY_STORE,
+            "expected an SQLite file path or a postgresql:// URI, found a value that looks "
+            "like another kind of connection string (write a PostgreSQL DSN as a URI)",
+        )
     return SqliteReplayFence(spec)

@@ -6,14 +6,18 @@ regular files only, each log opened relative to its directory), stores ``launch.
 ``trust.json`` and ``exit.json``, then each process log from its shipped position to its
 last complete line, in transactions of at most :data:`BATCH_LINES` lines that also move the
 position. A line still being written (no newline yet) waits for the next pass. A log
-replaced by another file (another inode) or shorter than what was shipped is not copied
-again: it is reported, and what was stored stays. Following (not ``once``), passes repeat
-every ``interval`` seconds until the launch has ended (``exit.json``) and everything before
-that end is stored, or until ``stop()`` says so.
+replaced by another file (another inode), shorter than what was shipped, or rewritten in
+place (the bytes before its shipped end no longer hash as they did) is not copied again: it
+is reported, and what was stored stays. Each pass also records whether the supervisor
+(``ecpa run``) is alive on this host, for a status from the store. Following (not
+``once``), passes repeat every ``interval`` seconds until the launch has ended
+(``exit.json``) or its supervisor is gone, and everything before that is stored, or until
+``stop()`` says so; a store that goes away meanwhile is waited for.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -25,7 +29,8 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES
 from ecpa.runtime.launch import MAX_LAUNCH_FILE_BYTES, launch_from_bytes
 from ecpa.runtime.logs import open_process_logs
-from ecpa.runtime.store import MAX_STORED_LINE, EvidenceStore, Position
+from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive
+from ecpa.runtime.store import ANCHOR_BYTES, MAX_STORED_LINE, EvidenceStore, Position
 
 __all__ = ["BATCH_BYTES", "BATCH_LINES", "ShipReport", "ship_launch"]
 
@@ -45,6 +50,7 @@ class ShipReport:
     passes: int = 0
     logs: int = 0
     ended: bool = False
+    supervisor_gone: bool = False
     notes: list[str] = field(default_factory=list)
 
     def note(self, text: str) -> None:
@@ -97,8 +103,12 @@ def ship_launch(
     interval: float = 0.5,
     stop: Callable[[], bool] = lambda: False,
     report: ShipReport | None = None,
+    liveness: Callable[[ProcessIdentity], Liveness] = check_alive,
+    clock: Callable[[], int] = lambda: int(time.time()),
 ) -> ShipReport:
     """Copy the launch in ``directory`` into ``store`` (see the module's text).
+    ``liveness`` and ``clock`` say whether the supervisor is alive and when that was seen
+    (this host's ``/proc`` and clock; tests give their own).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for a launch directory that cannot be read as one
@@ -109,43 +119,72 @@ def ship_launch(
     report = report if report is not None else ShipReport()
     sent: tuple[bytes | None, bytes | None] | None = None
     while True:
-        check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
-        launch_doc = read_bounded(
-            directory / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
-        )
-        expected = launch_from_bytes(launch_doc, f"launch {directory / 'launch.json'}")
-        if expected.version != "0.2" or expected.supervisor is None:
-            raise EcpaError(
-                ErrorCode.INVALID_INPUT,
-                f"expected a 0.2 launch directory (one log per process) at {directory}, "
-                f"found a {expected.version} launch",
-            )
-        report.launch_id = expected.launch_id
         try:
-            exit_doc = _read_optional(directory / "exit.json")
-        except EcpaError:  # an end that cannot be read is still an end (a status says so)
-            exit_doc = b""
-        trust_doc = _read_optional(directory / "trust.json", MAX_TRUST_STORE_BYTES)
-        if sent != (trust_doc, exit_doc):
-            store.put_launch(
-                expected.launch_id, expected.supervisor.host, launch_doc, trust_doc, exit_doc
-            )
-            sent = (trust_doc, exit_doc)
-        evidence = directory / "evidence"
-        if os.path.lexists(evidence):
-            check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
-        _ship_logs(evidence / expected.launch_id, expected.launch_id, store, report, stop)
-        report.passes += 1
-        if exit_doc is not None:  # ended, and everything written before the end is stored
-            report.ended = True
-            return report
-        if once or stop():
+            sent, done = _pass(directory, store, report, stop, sent, liveness, clock)
+        except EcpaError as exc:
+            # Following, a store that went away (a restart, a network cut) is waited for;
+            # anything else, or --once, ends the run.
+            if once or exc.code is not ErrorCode.EVIDENCE_STORE or not store.transient:
+                raise
+            report.note(f"store unavailable, retrying: {exc.detail}")
+            sent = None
+            done = False
+        if done or once or stop():
             return report
         deadline = time.monotonic() + interval
         while time.monotonic() < deadline and not stop():
             time.sleep(min(0.05, interval))
         if stop():
             return report
+
+
+def _pass(
+    directory: Path,
+    store: EvidenceStore,
+    report: ShipReport,
+    stop: Callable[[], bool],
+    sent: tuple[bytes | None, bytes | None] | None,
+    liveness: Callable[[ProcessIdentity], Liveness],
+    clock: Callable[[], int],
+) -> tuple[tuple[bytes | None, bytes | None], bool]:
+    """One pass; what was stored of the launch's files, and whether following is over."""
+    check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
+    launch_doc = read_bounded(
+        directory / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
+    )
+    expected = launch_from_bytes(launch_doc, f"launch {directory / 'launch.json'}")
+    boss = expected.supervisor
+    if expected.version != "0.2" or boss is None:
+        raise EcpaError(
+            ErrorCode.INVALID_INPUT,
+            f"expected a 0.2 launch directory (one log per process) at {directory}, "
+            f"found a {expected.version} launch",
+        )
+    report.launch_id = expected.launch_id
+    try:
+        exit_doc = _read_optional(directory / "exit.json")
+    except EcpaError:  # an end that cannot be read is still an end (a status says so)
+        exit_doc = b""
+    # The supervisor is checked before the logs are read: if it is gone, every line its
+    # processes wrote is on disk when they are shipped below.
+    seen = liveness(boss)
+    trust_doc = _read_optional(directory / "trust.json", MAX_TRUST_STORE_BYTES)
+    if sent != (trust_doc, exit_doc):
+        store.put_launch(expected.launch_id, boss.host, launch_doc, trust_doc, exit_doc)
+    store.note_supervisor(expected.launch_id, seen.alive, seen.reason, clock())
+    evidence = directory / "evidence"
+    if os.path.lexists(evidence):
+        check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
+    _ship_logs(evidence / expected.launch_id, expected.launch_id, store, report, stop)
+    report.passes += 1
+    if exit_doc is not None:  # ended, and everything written before the end is stored
+        report.ended = True
+        return (trust_doc, exit_doc), True
+    if not seen.alive:  # killed without recording its end: nothing more will come
+        report.note(f"supervisor not alive and no exit.json: {seen.reason}")
+        report.supervisor_gone = True
+        return (trust_doc, exit_doc), True
+    return (trust_doc, exit_doc), False
 
 
 def _ship_logs(
@@ -190,9 +229,21 @@ def _ship_log(
                 f"{name}: expected at least the {at.end} bytes shipped, found {size}: not shipped"
             )
             return
+        if _anchor(fd, at.end) != at.anchor:
+            report.note(
+                f"{name}: expected the bytes shipped before offset {at.end} unchanged, "
+                "found them rewritten in place: not shipped"
+            )
+            return
         lines, end = _complete_lines(fd, at.end, size)
         if end == at.end:
             return
-        stored = store.ship(launch_id, name, at, lines, end)
+        to = Position(st.st_dev, st.st_ino, end, _anchor(fd, end))
+        stored = store.ship(launch_id, name, at, lines, to)
         if stored is not None:
             report.stored += stored
+
+
+def _anchor(fd: int, end: int) -> bytes:
+    start = max(0, end - ANCHOR_BYTES)
+    return hashlib.sha256(os.pread(fd, end - start, start)).digest()

@@ -18,14 +18,25 @@ Tables (schema component ``evidence_store``, version 1, made on first use):
 
 from __future__ import annotations
 
-import json
+import contextlib
+import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import parse_object
 from ecpa.runtime.evidence import MAX_RECORD_LENGTH, parse_record
-from ecpa.runtime.postgres import connect, describe_dsn, driver, ensure_schema, store_error
+from ecpa.runtime.pgconn import (
+    CALL_TIMEOUT_S,
+    Watchdog,
+    connect,
+    describe_dsn,
+    driver,
+    ensure_schema,
+    store_error,
+)
+from ecpa.runtime.postgres import nonce_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -40,19 +51,22 @@ def _create(conn: psycopg.Connection[Any]) -> None:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS ecpa_launch ("
         " launch_id text PRIMARY KEY, host text NOT NULL, launch_doc bytea NOT NULL,"
-        " trust_doc bytea, exit_doc bytea, updated_at timestamptz NOT NULL DEFAULT now())"
+        " trust_doc bytea, exit_doc bytea, supervisor_alive boolean,"
+        " supervisor_reason text, supervisor_checked_at bigint,"
+        " updated_at timestamptz NOT NULL DEFAULT now())"
     )
     conn.execute(
         "CREATE TABLE IF NOT EXISTS ecpa_evidence ("
         " launch_id text NOT NULL, source text NOT NULL, file_offset bigint NOT NULL,"
-        " line bytea NOT NULL, nonce text UNIQUE, claimed_nonce text,"
+        " line bytea NOT NULL, nonce_sha256 bytea UNIQUE, claimed_sha256 bytea,"
         " stored_at timestamptz NOT NULL DEFAULT now(),"
         " PRIMARY KEY (launch_id, source, file_offset))"
     )
     conn.execute(
         "CREATE TABLE IF NOT EXISTS ecpa_ship_position ("
         " launch_id text NOT NULL, source text NOT NULL, dev bigint NOT NULL,"
-        " ino bigint NOT NULL, end_offset bigint NOT NULL, PRIMARY KEY (launch_id, source))"
+        " ino bigint NOT NULL, end_offset bigint NOT NULL, anchor bytea NOT NULL,"
+        " PRIMARY KEY (launch_id, source))"
     )
     conn.execute(
         "CREATE TABLE IF NOT EXISTS ecpa_status_checkpoint ("
@@ -74,62 +88,112 @@ def line_nonce(line: bytes) -> str | None:
 
 @dataclass(frozen=True)
 class LaunchRow:
-    """A stored launch: its files, byte for byte (``None``: not there)."""
+    """A stored launch: its files, byte for byte (``None``: not there), and the supervisor
+    (``ecpa run``) as ``ecpa ship`` last saw it on the launch's host."""
 
     launch_id: str
     host: str
     launch_doc: bytes
     trust_doc: bytes | None
     exit_doc: bytes | None
+    supervisor_alive: bool | None = None
+    supervisor_reason: str | None = None
+    supervisor_checked_at: int | None = None
+
+
+#: How many bytes before a log's shipped end are hashed into its position: a log rewritten
+#: in place (the same inode, other bytes) is noticed, not mixed with what was stored.
+ANCHOR_BYTES = 4096
 
 
 @dataclass(frozen=True)
 class Position:
-    """How far a log is shipped: the file (device, inode) and the offset after its last
-    stored line."""
+    """How far a log is shipped: the file (device, inode), the offset after its last
+    stored line, and the SHA-256 of the :data:`ANCHOR_BYTES` bytes before that offset."""
 
     dev: int
     ino: int
     end: int
+    anchor: bytes = hashlib.sha256(b"").digest()
 
 
 class EvidenceStore:
-    """A connection to the evidence store at ``dsn`` (tables made on first use).
+    """A connection to the evidence store at ``dsn`` (tables made on first use unless
+    ``create`` is False: a reader, such as ``ecpa status --db``, needs only the right to
+    read, and to write checkpoints if it may).
 
     Every method raises ``EcpaError`` (``ECPA_EVIDENCE_STORE``) when the server cannot be
-    used, naming where (never the password); nothing else escapes.
+    used, naming where (never the password); nothing else escapes. After such a failure the
+    next call connects again (:attr:`transient` says the last failure was the server's).
+    Every call is bounded on this side too (:class:`~ecpa.runtime.postgres.Watchdog`).
     """
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, create: bool = True, timeout: float = CALL_TIMEOUT_S) -> None:
         """Connect and make the tables on first use.
 
         Raises:
             EcpaError: ``ECPA_EVIDENCE_STORE`` when the server cannot be reached, the driver
-                is missing, or the store is of another schema version.
+                is missing, or the store is of another schema version (or, a reader, none).
         """
         self.dsn = dsn
-        self.driver = driver(_CODE)
-        self._conn = connect(dsn, _CODE)
+        self._create = create
+        self._psycopg = driver(_CODE)
+        self._watchdog = Watchdog(timeout)
+        self._conn: psycopg.Connection[Any] | None = None
+        self.transient = False
+        self._connection()
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        conn = connect(self.dsn, _CODE)
         try:
-            ensure_schema(self._conn, STORE_COMPONENT, STORE_VERSION, _create, _CODE)
+            with self._watchdog.guard(conn):
+                ensure_schema(
+                    conn, STORE_COMPONENT, STORE_VERSION, _create if self._create else None, _CODE
+                )
         except EcpaError:
-            self._conn.close()
+            conn.close()
             raise
-        except self.driver.Error as exc:
-            self._conn.close()
-            raise store_error(_CODE, dsn, exc) from None
+        except self._psycopg.Error as exc:
+            conn.close()
+            raise store_error(_CODE, self.dsn, exc) from None
+        self._conn = conn
+        return conn
+
+    def _failed(self, exc: BaseException) -> EcpaError:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        self.transient = True
+        return store_error(_CODE, self.dsn, exc)
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection, its calls bounded, any driver error turned into the store's."""
+        conn = self._connection()
+        try:
+            with self._watchdog.guard(conn):
+                yield conn
+        except self._psycopg.Error as exc:
+            raise self._failed(exc) from None
+        self.transient = False
 
     @property
     def where(self) -> str:
         """Where the store is, for messages."""
         return describe_dsn(self.dsn)
 
-    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        try:
-            cur = self._conn.execute(sql, params)
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement; its rows (none for a statement that returns none).
+
+        Raises:
+            EcpaError: ``ECPA_EVIDENCE_STORE`` when the server cannot be used.
+        """
+        with self._session() as conn:
+            cur = conn.execute(sql, params)
             return cur.fetchall() if cur.description is not None else []
-        except self.driver.Error as exc:
-            raise store_error(_CODE, self.dsn, exc) from None
 
     # --- launches ------------------------------------------------------------------------
 
@@ -147,7 +211,7 @@ class EvidenceStore:
             EcpaError: ``ECPA_EVIDENCE_STORE`` when ``launch_id`` is stored with another
                 ``launch.json`` (another launch, or another host, under the same id).
         """
-        rows = self._run(
+        rows = self.query(
             "INSERT INTO ecpa_launch (launch_id, host, launch_doc, trust_doc, exit_doc)"
             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (launch_id) DO UPDATE SET"
             " trust_doc = EXCLUDED.trust_doc, exit_doc = EXCLUDED.exit_doc, updated_at = now()"
@@ -162,33 +226,48 @@ class EvidenceStore:
                 "launch.json, the same host), found another stored under that id",
             )
 
+    def note_supervisor(self, launch_id: str, alive: bool, reason: str, checked_at: int) -> None:
+        """Record the supervisor's liveness as seen (by ``ecpa ship``) on the launch's host."""
+        self.query(
+            "UPDATE ecpa_launch SET supervisor_alive = %s, supervisor_reason = %s,"
+            " supervisor_checked_at = %s WHERE launch_id = %s",
+            (alive, reason, checked_at, launch_id),
+        )
+
     def launch(self, launch_id: str) -> LaunchRow | None:
         """The stored launch, or None."""
-        rows = self._run(
-            "SELECT host, launch_doc, trust_doc, exit_doc FROM ecpa_launch WHERE launch_id = %s",
+        rows = self.query(
+            "SELECT host, launch_doc, trust_doc, exit_doc, supervisor_alive, supervisor_reason,"
+            " supervisor_checked_at FROM ecpa_launch WHERE launch_id = %s",
             (launch_id,),
         )
         if not rows:
             return None
-        host, doc, trust, end = rows[0]
+        host, doc, trust, end, alive, reason, checked = rows[0]
         return LaunchRow(
             launch_id,
             host,
             bytes(doc),
             None if trust is None else bytes(trust),
             None if end is None else bytes(end),
+            alive,
+            reason,
+            checked,
         )
 
     # --- shipping ------------------------------------------------------------------------
 
     def position(self, launch_id: str, source: str) -> Position | None:
         """How far ``source`` is shipped, or None (not yet)."""
-        rows = self._run(
-            "SELECT dev, ino, end_offset FROM ecpa_ship_position"
+        rows = self.query(
+            "SELECT dev, ino, end_offset, anchor FROM ecpa_ship_position"
             " WHERE launch_id = %s AND source = %s",
             (launch_id, source),
         )
-        return Position(*rows[0]) if rows else None
+        if not rows:
+            return None
+        dev, ino, end, anchor = rows[0]
+        return Position(dev, ino, end, bytes(anchor))
 
     def ship(
         self,
@@ -196,132 +275,79 @@ class EvidenceStore:
         source: str,
         at: Position,
         lines: list[tuple[int, bytes]],
-        end: int,
+        to: Position,
     ) -> int | None:
-        """Store ``lines`` (offset, bytes) of ``source`` shipped from ``at`` to ``end``, and
-        the new position, in one transaction; how many lines were stored, or None when the
-        position is no longer ``at`` (another shipper moved it: read it again).
+        """Store ``lines`` (offset, bytes) of ``source``, shipped from ``at`` to ``to``, and
+        move its position to ``to``, in one transaction; how many lines were stored, or None
+        when the position is no longer ``at`` (another shipper moved it: read it again).
 
         Raises:
             EcpaError: ``ECPA_EVIDENCE_STORE`` when the server cannot be used.
         """
-        pg = self.driver
-        keyed = [(offset, line, line_nonce(line)) for offset, line in lines]
-        try:
-            with self._conn.transaction():
-                row = self._conn.execute(
-                    "SELECT dev, ino, end_offset FROM ecpa_ship_position"
-                    " WHERE launch_id = %s AND source = %s FOR UPDATE",
-                    (launch_id, source),
-                ).fetchone()
-                now = Position(*row) if row else Position(at.dev, at.ino, 0)
-                if now != at:
-                    return None
-                claimed = [n for _, _, n in keyed if n is not None]
-                taken = {
-                    r[0]
-                    for r in self._conn.execute(
-                        "SELECT nonce FROM ecpa_evidence WHERE nonce = ANY(%s)", (claimed,)
-                    ).fetchall()
-                }
-                params = []
-                for offset, line, nonce in keyed:
-                    unique = nonce if nonce is not None and nonce not in taken else None
-                    if unique is not None:
-                        taken.add(unique)
-                    params.append((launch_id, source, offset, line, unique, nonce))
-                with self._conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO ecpa_evidence"
-                        " (launch_id, source, file_offset, line, nonce, claimed_nonce)"
-                        " VALUES (%s, %s, %s, %s, %s, %s)"
-                        " ON CONFLICT (launch_id, source, file_offset) DO NOTHING",
-                        params,
-                    )
-                self._conn.execute(
-                    "INSERT INTO ecpa_ship_position (launch_id, source, dev, ino, end_offset)"
-                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (launch_id, source)"
-                    " DO UPDATE SET end_offset = EXCLUDED.end_offset",
-                    (launch_id, source, at.dev, at.ino, end),
+        keyed = []
+        for offset, line in lines:
+            nonce = line_nonce(line)
+            keyed.append((offset, line, None if nonce is None else nonce_key(nonce)))
+        with self._session() as conn, conn.transaction():
+            # The row first (a second shipper waits here for the first's commit), then
+            # locked: two shippers never both start from one position.
+            conn.execute(
+                "INSERT INTO ecpa_ship_position"
+                " (launch_id, source, dev, ino, end_offset, anchor)"
+                " VALUES (%s, %s, %s, %s, 0, %s) ON CONFLICT (launch_id, source) DO NOTHING",
+                (launch_id, source, at.dev, at.ino, Position(0, 0, 0).anchor),
+            )
+            row = conn.execute(
+                "SELECT dev, ino, end_offset, anchor FROM ecpa_ship_position"
+                " WHERE launch_id = %s AND source = %s FOR UPDATE",
+                (launch_id, source),
+            ).fetchone()
+            assert row is not None
+            if Position(row[0], row[1], row[2], bytes(row[3])) != at:
+                return None
+            claimed = [k for _, _, k in keyed if k is not None]
+            taken = {
+                bytes(r[0])
+                for r in conn.execute(
+                    "SELECT nonce_sha256 FROM ecpa_evidence WHERE nonce_sha256 = ANY(%s)",
+                    (claimed,),
+                ).fetchall()
+            }
+            stored = 0
+            for offset, line, key in keyed:
+                unique = key if key is not None and key not in taken else None
+                if unique is not None:
+                    taken.add(unique)
+                cur = conn.execute(
+                    "INSERT INTO ecpa_evidence"
+                    " (launch_id, source, file_offset, line, nonce_sha256, claimed_sha256)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (launch_id, source, file_offset) DO NOTHING",
+                    (launch_id, source, offset, line, unique, key),
                 )
-        except pg.errors.UniqueViolation:  # a shipper racing us stored first: read again
-            return None
-        except pg.Error as exc:
-            raise store_error(_CODE, self.dsn, exc) from None
-        return len(params)
+                stored += cur.rowcount
+            conn.execute(
+                "UPDATE ecpa_ship_position SET dev = %s, ino = %s, end_offset = %s, anchor = %s"
+                " WHERE launch_id = %s AND source = %s",
+                (to.dev, to.ino, to.end, to.anchor, launch_id, source),
+            )
+        return stored
 
     # --- reading -------------------------------------------------------------------------
 
     def sources(self, launch_id: str) -> list[str]:
         """The logs of a launch that have shipped lines, by name."""
-        rows = self._run(
+        rows = self.query(
             "SELECT source FROM ecpa_ship_position WHERE launch_id = %s ORDER BY source",
             (launch_id,),
         )
         return [str(r[0]) for r in rows]
 
-    def newest_lines(
-        self, launch_id: str, source: str, end: int, limit: int
-    ) -> list[tuple[int, bytes]]:
-        """Up to ``limit`` lines of ``source`` before ``end``, newest first, with offsets."""
-        rows = self._run(
-            "SELECT file_offset, line FROM ecpa_evidence WHERE launch_id = %s AND source = %s"
-            " AND file_offset < %s ORDER BY file_offset DESC LIMIT %s",
-            (launch_id, source, end, limit),
-        )
-        return [(int(o), bytes(line)) for o, line in rows]
-
-    def lines_from(
-        self, launch_id: str, source: str, start: int, end: int, limit: int
-    ) -> list[tuple[int, bytes]]:
-        """Up to ``limit`` lines of ``source`` in [``start``, ``end``), oldest first."""
-        rows = self._run(
-            "SELECT file_offset, line FROM ecpa_evidence WHERE launch_id = %s AND source = %s"
-            " AND file_offset >= %s AND file_offset < %s ORDER BY file_offset LIMIT %s",
-            (launch_id, source, start, end, limit),
-        )
-        return [(int(o), bytes(line)) for o, line in rows]
-
-    def line_at(self, launch_id: str, source: str, offset: int) -> bytes | None:
-        """The line of ``source`` at ``offset``, or None."""
-        rows = self._run(
-            "SELECT line FROM ecpa_evidence WHERE launch_id = %s AND source = %s"
-            " AND file_offset = %s",
-            (launch_id, source, offset),
-        )
-        return bytes(rows[0][0]) if rows else None
-
-    def count(self, launch_id: str) -> int:
-        """How many lines of the launch are stored."""
-        return int(
-            self._run("SELECT count(*) FROM ecpa_evidence WHERE launch_id = %s", (launch_id,))[0][0]
-        )
-
-    def checkpoint(self, launch_id: str, source: str) -> dict[str, Any] | None:
-        """The saved history checkpoint of ``source`` (as saved; checked by the caller)."""
-        rows = self._run(
-            "SELECT doc FROM ecpa_status_checkpoint WHERE launch_id = %s AND source = %s",
-            (launch_id, source),
-        )
-        if not rows:
-            return None
-        try:
-            doc = json.loads(rows[0][0])
-        except ValueError:
-            return None
-        return doc if isinstance(doc, dict) else None
-
-    def save_checkpoint(self, launch_id: str, source: str, doc: dict[str, Any]) -> None:
-        """Replace the history checkpoint of ``source``."""
-        self._run(
-            "INSERT INTO ecpa_status_checkpoint (launch_id, source, doc) VALUES (%s, %s, %s)"
-            " ON CONFLICT (launch_id, source) DO UPDATE SET doc = EXCLUDED.doc",
-            (launch_id, source, json.dumps(doc, separators=(",", ":"))),
-        )
-
     def close(self) -> None:
         """Close the connection."""
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> EvidenceStore:
         return self
@@ -330,6 +356,7 @@ class EvidenceStore:
         self.close()
 
 
-#: The longest line stored as it is; a longer one (never a record) is stored cut to one byte
-#: more than a record may have, which a status refuses as too large, as it refuses the line.
-MAX_STORED_LINE = MAX_RECORD_LENGTH + 1
+#: The longest line stored as it is; a longer one (never a record) is stored cut to this
+#: length: two bytes more than a record may have, so that even with one ``\r`` taken off its
+#: end (as a reader does) it is still refused as too large, as the line in the file is.
+MAX_STORED_LINE = MAX_RECORD_LENGTH + 2
