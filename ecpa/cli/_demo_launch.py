@@ -24,6 +24,7 @@ from pathlib import Path
 import typer
 
 from ecpa.cli import _entry
+from ecpa.cli._demo_hosts import hosts_steps
 from ecpa.launcher.run import BINDING_NAMES
 
 __all__ = ["launch_loop"]
@@ -120,6 +121,7 @@ def slots_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0) 
             time.sleep(0.3)
         status = ["status", "--launch", str(launch_dir)]
         run(status, 0, "coverage: 2/2 slots", "both slots covered, each by its own process")
+        hosts_steps(launch_dir, run, checks)
         victim = _rank_pid(launch_dir, 1)
         typer.echo(f"\n# kill rank 1 (pid {victim}) with SIGKILL, as a crash would")
         if victim is not None:

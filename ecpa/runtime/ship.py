@@ -171,11 +171,13 @@ def _pass(
     trust_doc = _read_optional(directory / "trust.json", MAX_TRUST_STORE_BYTES)
     if sent != (trust_doc, exit_doc):
         store.put_launch(expected.launch_id, boss.host, launch_doc, trust_doc, exit_doc)
-    store.note_supervisor(expected.launch_id, seen.alive, seen.reason, clock())
     evidence = directory / "evidence"
     if os.path.lexists(evidence):
         check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
     _ship_logs(evidence / expected.launch_id, expected.launch_id, store, report, stop)
+    # What a status from the store relies on: as fresh as the lines just shipped.
+    now_seen = liveness(boss) if seen.alive else seen
+    store.note_supervisor(expected.launch_id, now_seen.alive, now_seen.reason, clock())
     report.passes += 1
     if exit_doc is not None:  # ended, and everything written before the end is stored
         report.ended = True
