@@ -313,19 +313,26 @@ class EvidenceStore:
                     (claimed,),
                 ).fetchall()
             }
-            stored = 0
+            params = []
             for offset, line, key in keyed:
                 unique = key if key is not None and key not in taken else None
                 if unique is not None:
                     taken.add(unique)
-                cur = conn.execute(
+                params.append((launch_id, source, offset, line, unique, key))
+            stored = 0
+            with conn.cursor() as cur:  # pipelined: one round trip for the batch, not a line
+                cur.executemany(
                     "INSERT INTO ecpa_evidence"
                     " (launch_id, source, file_offset, line, nonce_sha256, claimed_sha256)"
                     " VALUES (%s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (launch_id, source, file_offset) DO NOTHING",
-                    (launch_id, source, offset, line, unique, key),
+                    " ON CONFLICT (launch_id, source, file_offset) DO NOTHING RETURNING 1",
+                    params,
+                    returning=True,
                 )
-                stored += cur.rowcount
+                while True:  # one result per line: a row when it was stored
+                    stored += len(cur.fetchall())
+                    if not cur.nextset():
+                        break
             conn.execute(
                 "UPDATE ecpa_ship_position SET dev = %s, ino = %s, end_offset = %s, anchor = %s"
                 " WHERE launch_id = %s AND source = %s",
