@@ -56,8 +56,10 @@ class Statement(BaseModel):
 
     model_config = _FROZEN
 
-    statement_schema: StrictStr = Field(alias="schema")
-    profile: StrictStr
+    # Step 14 requires non-empty strings (as the reference's statement check does), and only
+    # then does step 15 compare them with the constants: "" is INVALID_STATEMENT.
+    statement_schema: NonEmptyStr = Field(alias="schema")
+    profile: NonEmptyStr
     issuer: NonEmptyStr
     kid: NonEmptyStr
     subject: NonEmptyStr
