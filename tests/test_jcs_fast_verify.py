@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 import ecpa
 from ecpa.profile import jcs, jws
+from ecpa.profile import sign as sign_module
+from ecpa.profile import verify as verify_module
 from ecpa.profile._b64 import b64u_encode
 from tests import _fuzz_strategies as fuzz
 from tests.support import KEY_1, KEY_2, NOW, sign_raw, statement, store
@@ -43,13 +45,16 @@ WIDE_NAMES = ["\U00010000", "\uffff", "\ue000", "\U0001f600", "\ud7ff", "\U0010f
 
 @contextmanager
 def reference_jcs() -> Iterator[None]:
-    """Every canonical form through rfc8785: no fast bytes, no shortcut for names."""
+    """Every canonical form through rfc8785: no fast bytes, no shortcut for names, and
+    steps 12-17 one by one (no canonical-statement fast path, in verify or in sign)."""
     jws._checked_header_cached.cache_clear()
     try:
         with (
             mock.patch.object(jcs, "_subset_bytes", return_value=None),
             mock.patch.object(jcs, "_bmp_only", return_value=False),
             mock.patch.object(jcs, "_names_in_bmp", return_value=False),
+            mock.patch.object(verify_module, "canonical_statement", return_value=None),
+            mock.patch.object(sign_module, "statement_payload", return_value=None),
         ):
             yield
     finally:
@@ -82,12 +87,19 @@ def render(value: Any, form: str) -> bytes:
 
 
 def test_the_switch_really_changes_the_path() -> None:
-    with mock.patch.object(jcs.rfc8785, "dumps", wraps=rfc8785.dumps) as dumps:
+    with (
+        mock.patch.object(jcs.rfc8785, "dumps", wraps=rfc8785.dumps) as dumps,
+        mock.patch.object(
+            verify_module, "check_statement", wraps=verify_module.check_statement
+        ) as checks,
+    ):
         ecpa.verify(VALID.payload, VALID.detached_jws, TRUST, now=NOW)
         assert dumps.call_count == 0  # ASCII evidence: the fast path throughout
+        assert checks.call_count == 0  # steps 12-17 by the canonical-statement fast path
         with reference_jcs():
             ecpa.verify(VALID.payload, VALID.detached_jws, TRUST, now=NOW)
         assert dumps.call_count == 2  # the header (step 6) and the payload (step 13)
+        assert checks.call_count == 1
 
 
 # --- verify ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import jws
 from ecpa.profile._b64 import b64u_encode
+from ecpa.profile._fast import statement_payload
 from ecpa.profile._json import MAX_DEPTH, parse_object
 from ecpa.profile.jcs import canonicalize, canonicalize_subset
 from ecpa.profile.keys import SigningKey
@@ -50,22 +51,12 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
             ErrorCode.INVALID_STATEMENT,
             f"expected a statement object, found {type(statement).__name__}",
         )
-    # One walk in the common case: a value of the JCS fast path's subset, nested at most
-    # MAX_DEPTH deep, holds no float and nothing too deep, so _refuse_floats would pass and
-    # canonicalize would give these very bytes. Anything else takes the full road.
-    subset = canonicalize_subset(data, max_depth=MAX_DEPTH)
-    if subset is None:
-        _refuse_floats(data)
-        payload = canonicalize(data)
+    fast = statement_payload(data)  # the statement every honest caller gives (_fast)
+    if fast is not None:
+        payload, checked = fast
+        _check_size(payload)
     else:
-        payload = subset
-    if len(payload) > jws.MAX_PAYLOAD_LENGTH:
-        raise EcpaError(
-            ErrorCode.TOO_LARGE,
-            f"expected a payload of at most {jws.MAX_PAYLOAD_LENGTH} bytes, found {len(payload)}",
-        )
-    # Parse the bytes we will sign, not the caller's objects: what is checked is what is signed.
-    checked = check_statement(_read_back(payload, from_subset=subset is not None))
+        payload, checked = _full_road(data)
     header_b64 = jws.encode_header(checked.kid)
     signature = key.sign(jws.signing_input(header_b64, payload))
     detached = f"{header_b64}..{b64u_encode(signature)}"
@@ -75,6 +66,32 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
             f"expected a JWS of at most {jws.MAX_JWS_LENGTH} characters, found {len(detached)}",
         )
     return Signed(payload=payload, detached_jws=detached, statement=checked)
+
+
+def _full_road(data: Any) -> tuple[bytes, Statement]:
+    """Canonicalize, then parse the bytes to be signed and check them, not the caller's
+    objects: what is checked is what is signed.
+
+    One walk in the common case: a value of the JCS fast path's subset, nested at most
+    MAX_DEPTH deep, holds no float and nothing too deep, so _refuse_floats would pass and
+    canonicalize would give these very bytes. Anything else takes the full road.
+    """
+    subset = canonicalize_subset(data, max_depth=MAX_DEPTH)
+    if subset is None:
+        _refuse_floats(data)
+        payload = canonicalize(data)
+    else:
+        payload = subset
+    _check_size(payload)
+    return payload, check_statement(_read_back(payload, from_subset=subset is not None))
+
+
+def _check_size(payload: bytes) -> None:
+    if len(payload) > jws.MAX_PAYLOAD_LENGTH:
+        raise EcpaError(
+            ErrorCode.TOO_LARGE,
+            f"expected a payload of at most {jws.MAX_PAYLOAD_LENGTH} bytes, found {len(payload)}",
+        )
 
 
 def _read_back(payload: bytes, *, from_subset: bool) -> Any:

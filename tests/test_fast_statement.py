@@ -1,0 +1,101 @@
+"""The canonical-statement fast path (ecpa/profile/_fast.py) against the full road of steps
+12-17: whenever it answers, the full road accepts the same bytes with an equal statement;
+whenever the full road would refuse, it does not answer. And sign's template writes exactly
+the JCS bytes, with the statement the full road would check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ecpa
+from ecpa.errors import EcpaError
+from ecpa.profile._fast import canonical_statement, statement_payload
+from ecpa.profile._json import parse_object
+from ecpa.profile.jcs import canonicalize, matches_canonical
+from ecpa.profile.statement import Statement, check_statement
+from tests.support import statement
+from tests.test_properties import VALID, payload_variants, signable_cases
+
+
+def full_road(payload: bytes, kid: str) -> Statement | None:
+    """Steps 12-17 one by one; None when any of them refuses."""
+    try:
+        obj = parse_object(payload, what="payload")
+        if not matches_canonical(payload, obj):
+            return None
+        return check_statement(obj, header_kid=kid)
+    except EcpaError:
+        return None
+
+
+def same(fast: Statement, full: Statement) -> None:
+    assert fast == full
+    assert fast.to_dict() == full.to_dict()
+    assert repr(fast) == repr(full)
+
+
+def test_the_fast_path_answers_for_an_ordinary_statement() -> None:
+    fast = canonical_statement(VALID.payload, statement()["kid"])
+    full = full_road(VALID.payload, statement()["kid"])
+    assert fast is not None
+    assert full is not None
+    same(fast, full)
+    assert canonical_statement(VALID.payload, "another-kid") is None  # step 16 to the full road
+
+
+@settings(max_examples=1500, deadline=None)
+@given(payload=payload_variants(VALID.payload), kid=st.sampled_from(["test-key-1", "x"]))
+def test_on_any_payload_the_fast_path_answers_only_as_the_full_road(
+    payload: bytes, kid: str
+) -> None:
+    fast = canonical_statement(payload, kid)
+    if fast is not None:
+        full = full_road(payload, kid)
+        assert full is not None, payload
+        same(fast, full)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(case=signable_cases())
+def test_on_any_statement_both_paths_agree(case: tuple[dict[str, Any], int, Any]) -> None:
+    doc, _, _ = case
+    payload = canonicalize(doc)
+    full = full_road(payload, doc["kid"])
+    fast = canonical_statement(payload, doc["kid"])
+    if fast is not None:
+        assert full is not None
+        same(fast, full)
+    template = statement_payload(doc)
+    if template is not None:
+        written, checked = template
+        assert written == payload  # the JCS bytes, byte for byte
+        assert full is not None
+        same(checked, full)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    member=st.sampled_from(sorted(statement())),
+    value=st.one_of(
+        st.booleans(),
+        st.integers(-(2**60), 2**60),
+        st.floats(),
+        st.text(max_size=5),
+        st.none(),
+        st.lists(st.integers(), max_size=2),
+    ),
+)
+def test_sign_template_never_takes_what_sign_refuses(member: str, value: Any) -> None:
+    doc = {**statement(), member: value}
+    try:
+        signed = ecpa.sign(doc, ecpa.SigningKey.from_seed(bytes(32)))
+    except EcpaError:
+        assert statement_payload(doc) is None
+        return
+    template = statement_payload(doc)
+    if template is not None:
+        assert template[0] == signed.payload
+        same(template[1], signed.statement)
