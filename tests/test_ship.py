@@ -626,7 +626,7 @@ def test_a_supervisor_not_seen_lately_makes_it_false(pg_dsn: str, written: Writt
     assert st.effective is False
     assert any("supervisor not alive: not seen lately" in r for r in st.reasons)
     ship(pg_dsn, written, at=NOW)
-    assert remote(pg_dsn, written).effective is True
+    assert remote(pg_dsn, written, history_budget_s=None).effective is True
 
 
 def test_following_waits_for_a_store_that_went_away(
