@@ -1,11 +1,15 @@
 """A fence client for the PostgreSQL load and fault tests (run as a separate process).
 
-    python tests/_pg_worker.py DSN OUT.json FIRST COUNT SEED
+    python tests/_pg_worker.py DSN OUT.json FIRST COUNT SEED [GATE]
 
 Passes nonces ``n-FIRST`` .. ``n-(FIRST+COUNT-1)``, in an order shuffled by SEED, through one
 :class:`ecpa.PostgresReplayFence`, and writes what happened to each: accepted, replayed, or
 an error (the server was away). After an error it waits 10 ms, so that a server restart is
-met by a bounded number of errors. Writes its progress (nonces passed) to OUT.progress.
+met by a bounded number of errors. Writes its progress to OUT.progress as "PASSED ERRORS".
+
+With GATE, it stops half-way, creates OUT.waiting, and goes on only once the file GATE
+exists: the restart test stops the server while every client waits there, so every client
+meets the server down whatever the machine's load (a fast client cannot finish first).
 """
 
 from __future__ import annotations
@@ -20,7 +24,23 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.postgres import PostgresReplayFence
 
 
-def main(dsn: str, out: str, first: int, count: int, seed: int) -> None:
+def _progress(out: str, done: int, errors: int) -> None:
+    tmp = out + ".progress.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{done} {errors}")
+    os.replace(tmp, out + ".progress")
+
+
+def _wait_for(gate: str, out: str) -> None:
+    open(out + ".waiting", "w").close()
+    deadline = time.monotonic() + 600
+    while not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{gate} did not appear within 600 s")
+        time.sleep(0.01)
+
+
+def main(dsn: str, out: str, first: int, count: int, seed: int, gate: str | None) -> None:
     nonces = [f"n-{i}" for i in range(first, first + count)]
     random.Random(seed).shuffle(nonces)
     accepted: list[str] = []
@@ -30,8 +50,9 @@ def main(dsn: str, out: str, first: int, count: int, seed: int) -> None:
     fence = None
     for done, nonce in enumerate(nonces):
         if done % 500 == 0:
-            with open(out + ".progress", "w") as f:
-                f.write(str(done))
+            _progress(out, done, len(errors))
+        if gate is not None and done == count // 2:
+            _wait_for(gate, out)
         try:
             if fence is None:
                 fence = PostgresReplayFence(dsn)
@@ -41,6 +62,7 @@ def main(dsn: str, out: str, first: int, count: int, seed: int) -> None:
                 replayed.append(nonce)
             elif exc.code is ErrorCode.REPLAY_STORE:
                 errors.append(nonce)
+                _progress(out, done, len(errors))
                 time.sleep(0.01)
             else:
                 raise
@@ -56,4 +78,5 @@ def main(dsn: str, out: str, first: int, count: int, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    gate = sys.argv[6] if len(sys.argv) > 6 else None
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), gate)

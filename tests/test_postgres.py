@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -214,11 +215,14 @@ def test_a_fence_reconnects_after_a_server_restart(pg_server: PgServer, pg_dsn: 
         assert again.value.code is ErrorCode.REPLAYED_NONCE
 
 
-def _run_clients(dsn: str, tmp_path: Path, during: Any = None) -> list[dict[str, list[str]]]:
+def _run_clients(
+    dsn: str, tmp_path: Path, during: Any = None, gate: Path | None = None
+) -> list[dict[str, list[str]]]:
     outs = [tmp_path / f"client{i}.json" for i in range(PROCESSES)]
+    extra = [] if gate is None else [str(gate)]
     procs = [
         subprocess.Popen(
-            [sys.executable, WORKER, dsn, out, str(i * STEP), str(PER_PROCESS), str(i)],
+            [sys.executable, WORKER, dsn, out, str(i * STEP), str(PER_PROCESS), str(i), *extra],
             cwd=Path(__file__).resolve().parent.parent,
         )
         for i, out in enumerate(outs)
@@ -274,21 +278,32 @@ def test_a_server_restart_in_the_middle_loses_and_doubles_nothing(
     if pg_server.directory is None:
         pytest.skip("the server given by ECPA_TEST_PG_DSN is not ours to restart")
 
-    def restart(outs: list[Path]) -> None:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:  # every client well into its run
-            done = [
-                int(p.read_text() or 0) if p.exists() else 0
-                for p in (Path(f"{o}.progress") for o in outs)
-            ]
-            if min(done) >= PER_PROCESS // 5:
-                break
-            time.sleep(0.05)
-        pg_server.stop()
-        time.sleep(1.0)
-        pg_server.start()
+    gate = tmp_path / "server-stopped"
 
-    results = _run_clients(pg_dsn, tmp_path, during=restart)
+    def wait_until(what: str, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 600
+        while not ready():
+            assert time.monotonic() < deadline, f"clients did not get {what} within 600 s"
+            time.sleep(0.02)
+
+    def errors_seen(out: Path) -> int:
+        progress = Path(f"{out}.progress")
+        text = progress.read_text() if progress.exists() else ""
+        return int(text.split()[1]) if len(text.split()) == 2 else 0
+
+    def restart(outs: list[Path]) -> None:
+        # Every client stops half-way (the worker's gate); the server goes down; the clients
+        # go on, each until it has met the server down at least once; then it comes back.
+        # Whatever the machine's load, no client can finish before the restart.
+        wait_until("half-way", lambda: all(Path(f"{o}.waiting").exists() for o in outs))
+        pg_server.stop()
+        try:
+            gate.touch()
+            wait_until("an error", lambda: all(errors_seen(o) > 0 for o in outs))
+        finally:
+            pg_server.start()
+
+    results = _run_clients(pg_dsn, tmp_path, during=restart, gate=gate)
     accepted = [set(r["accepted"]) for r in results]
     for i, a in enumerate(accepted):  # no nonce accepted twice, across clients
         assert len(a) == len(results[i]["accepted"])
@@ -301,8 +316,8 @@ def test_a_server_restart_in_the_middle_loses_and_doubles_nothing(
     # Every nonce was either accepted, refused as a replay or reported as an error.
     for r in results:
         assert len(r["accepted"]) + len(r["replayed"]) + len(r["errors"]) == PER_PROCESS
-    # The run really spanned the restart: every client met the server down, and clients
-    # accepted nonces after it came back (a fast client may have finished meanwhile).
+    # The run really spanned the restart: every client met the server down (the gate held
+    # each half-way), and clients accepted nonces after it came back.
     assert all(r["errors"] for r in results)
     assert any(r["after"] for r in results)
     # What was neither accepted nor replayed anywhere is exactly what only errored.
