@@ -18,7 +18,9 @@ Rows, on the corpus case ``positive-ascii`` (``bench.micro.Case``):
 
 Targets: verify <= 1.20x (stretch 1.10x), sign <= 1.30x (stretch 1.15x), a log record
 >= 0.75 of libsodium's rate (<= 1.33x its instructions). Without valgrind the rows say how
-to install it (Debian: ``apt install valgrind``).
+to install it (Debian: ``apt install valgrind``). Beside each row, the wall-clock time of
+one call of each side and their ratio (median of 7 rounds, outside valgrind): on a shared
+machine these drift from run to run, the instruction counts do not.
 """
 
 from __future__ import annotations
@@ -116,6 +118,46 @@ def _log_run(n: int) -> None:
     assert status == 0, status
 
 
+def _wall_driver(side: str, n: int) -> None:
+    """Print the median seconds of one call of ``side`` over 7 rounds of ``n`` calls (a
+    log row: over 7 runs of the command on a log of ``n`` records, per record)."""
+    import statistics
+    import time
+
+    rounds: list[float] = []
+    if side == "log_record":
+        with tempfile.TemporaryDirectory(prefix="ecpa-wall-") as tmp:
+            _write_log(Path(tmp), n)
+            os.environ["ECPA_CG_LOGS"] = tmp
+            _log_run(n)  # warm up
+            for _ in range(7):
+                start = time.perf_counter()
+                _log_run(n)
+                rounds.append((time.perf_counter() - start) / n)
+    else:
+        fn = _calls()[side]
+        for _ in range(50):
+            fn()
+        for _ in range(7):
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            rounds.append((time.perf_counter() - start) / n)
+    print(statistics.median(rounds))
+
+
+def wall_per_call(side: str, n: int) -> float:
+    """Seconds of one call of ``side`` (median of 7 rounds, in a fresh interpreter)."""
+    proc = subprocess.run(  # noqa: S603 - our own interpreter and arguments
+        [sys.executable, "-m", "bench.instructions", "--wall", side, str(n)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
 def _driver(side: str, n: int) -> None:
     if side == "log_record":  # the whole command over a log of n records
         _log_run(n)
@@ -169,23 +211,32 @@ def rows(n: int) -> list[str]:
         return ["(not measured: no valgrind; Debian: apt install valgrind)"]
     lines = [
         f"{'row':<28} {'baseline':<18} {'baseline instr':>15} {'ours instr':>13} "
-        f"{'ratio':>7}  target   verdict"
+        f"{'ratio':>7}  target   verdict              "
+        f"{'base us':>8} {'ours us':>8} {'wall ratio':>10}"
     ]
     cache: dict[str, float] = {}
+    wall: dict[str, float] = {}
     for spec in SPECS:
         for side in (spec.ours, spec.base):
             if side not in cache:
                 cache[side] = per_call(side, n, valgrind)
+                wall[side] = wall_per_call(side, max(n, 1000))
         ours, base = cache[spec.ours], cache[spec.base]
         ratio = ours / base
         verdict = "meets" if ratio <= spec.target else "MISSES"
         if spec.stretch is not None and ratio <= spec.stretch:
             verdict = "meets (stretch too)"
+        wall_ours, wall_base = wall[spec.ours] * 1e6, wall[spec.base] * 1e6
         lines.append(
             f"{spec.name:<28} {spec.baseline:<18} {base:>15,.0f} {ours:>13,.0f} "
-            f"{ratio:>7.3f}  <= {spec.target:.2f}  {verdict}"
+            f"{ratio:>7.3f}  <= {spec.target:.2f}  {verdict:<20} "
+            f"{wall_base:>8.1f} {wall_ours:>8.1f} {wall_ours / wall_base:>10.3f}"
         )
     lines.append(f"(instructions per call: callgrind, {n} and {2 * n} calls, difference / {n})")
+    lines.append(
+        f"(wall: median of 7 rounds of {max(n, 1000)} calls in a fresh interpreter, "
+        f"load average {os.getloadavg()[0]:.1f}; seconds drift here by a third, counts do not)"
+    )
     return lines
 
 
@@ -193,9 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
     parser.add_argument("--calls", type=int, default=200, help="N (default 200)")
     parser.add_argument("--run", nargs=2, metavar=("SIDE", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--wall", nargs=2, metavar=("SIDE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.run:
         _driver(args.run[0], int(args.run[1]))
+        return 0
+    if args.wall:
+        _wall_driver(args.wall[0], int(args.wall[1]))
         return 0
     for line in rows(args.calls):
         print(line, flush=True)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import ROOT
 
 
@@ -96,3 +98,23 @@ def test_status_bench_prints_its_rows_and_the_same_answer() -> None:
         assert row in out, out
     # the figures are not asserted; the answer check is: status equals the full re-verification
     assert re.search(r"status, 2 slots x 10 min, caught up .* same answer\s+meets", out), out
+
+
+def test_instruction_bench_names_its_rows_and_times_each_side(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``python -m bench.instructions`` (callgrind: minutes, so not run whole here): its
+    four rows against their baselines and targets; without valgrind it says how to
+    install it; the wall-clock side it prints beside the counts runs and is positive."""
+    from bench import instructions
+
+    assert [(s.name, s.baseline, s.target) for s in instructions.SPECS] == [
+        ("ecpa.verify", "libsodium verify", 1.20),
+        ("ecpa.sign", "libsodium sign", 1.30),
+        ("ecpa.canonicalize", "rfc8785.dumps", 0.25),
+        ("ecpa verify, a log record", "libsodium verify", 1 / 0.75),
+    ]
+    monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
+    assert instructions.rows(10) == ["(not measured: no valgrind; Debian: apt install valgrind)"]
+    for side in ("verify", "nacl_verify", "log_record"):
+        assert instructions.wall_per_call(side, 20) > 0

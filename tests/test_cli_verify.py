@@ -402,3 +402,34 @@ def test_bad_policy_values_exit_2(trust: Path, option: list[Any]) -> None:
     run = ecpa_main("verify", "ev.jws", "--trust", trust, "--now", NOW, *option)
     assert run.status == 2, run
     assert run.out == ""
+
+
+def test_results_and_messages_keep_their_order_on_one_stream(trust: Path) -> None:
+    """``ecpa verify`` buffers its result lines (a log of many records is one write per
+    buffer, not per line) yet flushes them before anything goes to standard error: with
+    both streams on one file (``2>&1``), a torn last line's message follows the results
+    before it, and a second log's results follow the message."""
+    import subprocess
+
+    from tests._launch_helpers import ECPA, clean_env
+
+    lines = _log_lines()
+    Path("a.jsonl").write_text(f"{lines[0]}\n{lines[1]}\n{record()[:40]}")
+    Path("b.jsonl").write_text(lines[3] + "\n")
+    with open("both.txt", "wb") as both:
+        done = subprocess.run(
+            [str(ECPA), "verify", "a.jsonl", "b.jsonl", "--trust", str(trust), "--now", str(NOW)],
+            stdout=both,
+            stderr=both,
+            env={k: v for k, v in clean_env().items() if k != "PYTHONUNBUFFERED"},
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1  # a.jsonl:2 is tampered
+    heads = [line.split(" ")[:2] for line in Path("both.txt").read_text().splitlines()]
+    assert heads == [
+        ["OK", "a.jsonl:1"],
+        ["FAIL", "a.jsonl:2"],
+        ["ecpa:", "a.jsonl:3:"],
+        ["OK", "b.jsonl:1"],
+    ]

@@ -434,3 +434,36 @@ def test_published_corpus_with_either_backend(name: BackendName) -> None:
         results = run_any(doc)
     assert len(results) == 56
     assert [(r.id, r.expected, r.got) for r in results if not r.passed] == []
+
+
+# --- libsodium called directly (cffi) and through PyNaCl's public wrappers ---------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    message=st.binary(max_size=300),
+    flip=st.integers(min_value=-1, max_value=8 * 64 - 1),
+    cut=st.integers(min_value=0, max_value=70),
+)
+def test_direct_libsodium_calls_equal_the_public_wrappers(
+    message: bytes, flip: int, cut: int
+) -> None:
+    """The backend calls libsodium's crypto_sign/crypto_sign_open through PyNaCl's cffi
+    module (no buffers copied in and out); the public wrappers of nacl.bindings give the
+    same signatures and the same verdicts: valid, a bit flipped in the signature, cut short."""
+    direct = _ed25519._load_sodium()
+    wrapped = _ed25519._wrapped_sodium(direct.seed_keypair) if direct else None
+    if direct is None or wrapped is None:
+        pytest.skip("PyNaCl is not importable")
+    public, secret = direct.seed_keypair(SEED_1)
+    sig = direct.sign(message, secret)
+    assert sig == wrapped.sign(message, secret) == KEY_1.sign(message)
+    assert len(sig) == 64
+    if flip >= 0:
+        changed = bytearray(sig)
+        changed[flip // 8] ^= 1 << (flip % 8)
+        sig = bytes(changed)
+    signed = (sig + message)[: 64 + len(message) - cut] if cut else sig + message
+    assert direct.verify(signed, public) is wrapped.verify(signed, public)
+    if flip < 0 and not cut:
+        assert direct.verify(signed, public) is True

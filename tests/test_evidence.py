@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
@@ -24,6 +26,7 @@ from ecpa.runtime.evidence import (
     LogLine,
     parse_record,
     read_log,
+    record_line,
     verify_evidence,
 )
 from ecpa.runtime.replay import MemoryReplayFence, SqliteReplayFence
@@ -525,3 +528,51 @@ def test_records_of_a_log_verify_in_order() -> None:
         got.append(verify_code(ln.evidence, replay=fence))
     assert got == ["OK", "OK", ErrorCode.REPLAYED_NONCE, ErrorCode.EVIDENCE_DIGEST_MISMATCH, "torn"]
     assert len(fence) == 2
+
+
+# --- parse_record's compact path against the strict reader ------------------------------------
+
+
+def _either(parse: Any, data: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", parse(data)
+    except EcpaError as exc:
+        return "err", (exc.code, exc.detail)
+
+
+COMPACT = record_line(Evidence(SIGNED.payload, SIGNED.detached_jws, HOST)).rstrip(b"\n")
+BUNDLE = json.dumps(
+    {"payload_b64": b64u_encode(SIGNED.payload), "detached_jws": SIGNED.detached_jws},
+    separators=(",", ":"),
+).encode()
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    base=st.sampled_from([COMPACT, BUNDLE, COMPACT.replace(b'"schema":', b'"scheme":')]),
+    edits=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=2000),
+            st.integers(min_value=0, max_value=3),
+            st.sampled_from(
+                [b"", b'"', b"\\", b"=", b"A", b"Q", b".", b" ", b",", b"\x00", b"\xff", b"}"]
+            ),
+        ),
+        max_size=3,
+    ),
+)
+@example(base=COMPACT, edits=[])
+@example(base=BUNDLE, edits=[])
+def test_the_compact_path_gives_what_the_strict_reader_gives(
+    base: bytes, edits: list[tuple[int, int, bytes]]
+) -> None:
+    """parse_record reads the line record_line writes (and a bundle) with one pattern; on
+    any bytes near those, it returns the same evidence or the same error (code and detail)
+    as the strict reader alone."""
+    from ecpa.runtime.evidence import _parse_record_strictly
+
+    data = base
+    for at, cut, insert in edits:
+        at %= len(data) + 1
+        data = data[:at] + insert + data[at + cut :]
+    assert _either(parse_record, data) == _either(_parse_record_strictly, data)

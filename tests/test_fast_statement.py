@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,3 +100,64 @@ def test_sign_template_never_takes_what_sign_refuses(member: str, value: Any) ->
     if template is not None:
         assert template[0] == signed.payload
         same(template[1], signed.statement)
+
+
+STRING_MEMBERS = [k for k, v in statement().items() if isinstance(v, str)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    member=st.sampled_from([*STRING_MEMBERS, "process.host", "process.role"]),
+    injected=st.sampled_from(
+        [
+            '","kid":"other',
+            'x","event":"y',
+            '"',
+            "\\",
+            "\\u0022",
+            "\n",
+            "\ud800",  # a lone surrogate
+            '"}',
+            '","process":{"epoch":1',
+        ]
+    ),
+)
+def test_a_value_cannot_forge_the_templates_structure(member: str, injected: str) -> None:
+    """Values are written into the template unescaped and the text is then held to the
+    verify pattern: a value holding a quote, a backslash, a control character or a lone
+    surrogate never passes, so sign takes the full road (and JCS escapes it, or refuses)."""
+    doc = statement()
+    if member.startswith("process."):
+        doc["process"] = {
+            **doc["process"],
+            member.split(".")[1]: doc["process"][member[8:]] + injected,
+        }
+    else:
+        doc[member] = doc[member] + injected
+    assert statement_payload(doc) is None
+    try:
+        signed = ecpa.sign(doc, ecpa.SigningKey.from_seed(bytes(32)))
+    except EcpaError:
+        return
+    assert signed.payload == canonicalize(doc)
+
+
+def test_frozen_instance_builds_what_the_constructor_builds() -> None:
+    """Verified and Signed are built by frozen_instance on the fast paths: equal to what
+    their constructors build, as frozen, with the same fields and repr."""
+    import dataclasses
+
+    from ecpa.profile._fast import frozen_instance
+
+    signed = ecpa.sign(statement(), ecpa.SigningKey.from_seed(bytes(32)))
+    built = ecpa.Signed(
+        payload=signed.payload, detached_jws=signed.detached_jws, statement=signed.statement
+    )
+    assert signed == built
+    assert repr(signed) == repr(built)
+    assert dataclasses.asdict(signed) == dataclasses.asdict(built)
+    values = {f.name: getattr(built, f.name) for f in dataclasses.fields(ecpa.Signed)}
+    again = frozen_instance(ecpa.Signed, values)
+    assert again == built
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        again.payload = b""  # type: ignore[misc]

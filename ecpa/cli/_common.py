@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -142,10 +142,14 @@ def open_log(spec: str) -> BinaryIO:
     return open_regular(spec, ErrorCode.INVALID_INPUT)
 
 
-def _log_items(name: str, stream: BinaryIO) -> Iterator[Item]:
+def _log_items(
+    name: str, stream: BinaryIO, before_stderr: Callable[[], None] | None
+) -> Iterator[Item]:
     count = 0
     for line in read_log(stream):
         if line.torn:
+            if before_stderr is not None:
+                before_stderr()
             typer.echo(torn_message(name, line.number, line.error), err=True)
             continue
         count += 1
@@ -161,9 +165,12 @@ def _bundle_item(name: str, data: bytes) -> Item:
         return Item(name, None, None, exc)
 
 
-def evidence_items(spec: str, payload_path: Path | None) -> Iterator[Item]:
+def evidence_items(
+    spec: str, payload_path: Path | None, *, before_stderr: Callable[[], None] | None = None
+) -> Iterator[Item]:
     """The items of one EVIDENCE argument: a ``.jws`` file, a ``.jsonl`` log, ``-`` (a
-    bundle or a log on standard input) or a JSON bundle file.
+    bundle or a log on standard input) or a JSON bundle file. ``before_stderr`` is called
+    before a line goes to standard error (a caller buffering its output flushes it).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for an unreadable input (exit 2).
@@ -173,14 +180,14 @@ def evidence_items(spec: str, payload_path: Path | None) -> Iterator[Item]:
         if one_object:
             yield _bundle_item("-", data.strip())
         else:
-            yield from _log_items("-", io.BytesIO(data))
+            yield from _log_items("-", io.BytesIO(data), before_stderr)
         return
     path = Path(spec)
     if path.suffix == ".jws":
         yield _jws_item(path, payload_path)
     elif path.suffix == ".jsonl":
         with open_log(spec) as stream:
-            yield from _log_items(spec, stream)
+            yield from _log_items(spec, stream, before_stderr)
     else:
         yield _bundle_item(spec, read_bytes(path))
 

@@ -7,8 +7,14 @@ from typing import Any
 
 from ecpa.cli._common import json_line, safe, show
 from ecpa.errors import EcpaError
+from ecpa.profile.statement import Statement
 
 _OK_FIELDS = ("issuer", "kid", "subject", "challenge_nonce")
+
+
+def ok_fields(statement: Statement) -> dict[str, Any]:
+    """The members of a verified statement that its text result line shows."""
+    return {name: getattr(statement, name) for name in _OK_FIELDS}
 
 
 def render_result(

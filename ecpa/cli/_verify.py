@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -24,7 +25,7 @@ from ecpa.cli._common import (
     show,
 )
 from ecpa.cli._parallel import VerifyConfig, verify_with_jobs
-from ecpa.cli._results import render_result
+from ecpa.cli._results import ok_fields, render_result
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._b64 import b64u_decode
 from ecpa.profile._json import MAX_SAFE_INTEGER
@@ -93,10 +94,57 @@ def load_trust(trust: Path | None) -> TrustStore:
     return TrustStore.load(trust)
 
 
-def _report(item: Item, as_json: bool, statement: dict[str, Any] | None) -> None:
-    text = render_result(item.input, item.line, item.error, statement, as_json)
-    if text is not None:
-        typer.echo(text)
+def _verify_here(
+    specs: list[str],
+    payload: Path | None,
+    store: TrustStore,
+    when: int,
+    policy: Policy,
+    expected: Binding | None,
+    fence: ReplayFence | None,
+    as_json: bool,
+) -> bool:
+    """Verify every item in this process, printing its result line; whether any failed.
+
+    Lines go to ``sys.stdout``, the stream ``typer.echo`` writes to (nothing to strip:
+    results never hold a control character), but not flushed one by one as it does: they
+    are flushed line by line only when a replay fence records nonces (a printed OK is a
+    consumed nonce), else by the stream's buffering, and always before anything reaches
+    standard error.
+    """
+    out = sys.stdout
+    invalid = False
+    try:
+        for spec in specs:
+            for item in evidence_items(spec, payload, before_stderr=out.flush):
+                statement = None
+                if item.evidence is not None:
+                    try:
+                        verified = verify_evidence(
+                            item.evidence,
+                            store,
+                            now=when,
+                            policy=policy,
+                            binding=expected,
+                            replay=fence,
+                        )
+                    except EcpaError as exc:
+                        if exc.code is ErrorCode.REPLAY_STORE:
+                            raise  # the fence itself failed: the command stops, exit 2
+                        item = Item(item.input, item.line, item.evidence, exc)
+                    else:
+                        st = verified.statement
+                        # A text line shows four members; only JSON output needs them all.
+                        statement = st.to_dict() if as_json else ok_fields(st)
+                invalid |= item.error is not None
+                text = render_result(item.input, item.line, item.error, statement, as_json)
+                if text is not None:
+                    out.write(text + "\n")
+                    if fence is not None:
+                        out.flush()
+    finally:
+        out.flush()
+    return invalid
 
 
 def verify_command(
@@ -160,27 +208,7 @@ def verify_command(
             )
             invalid = verify_with_jobs(specs, payload, jobs=workers, config=config, fence=fence)
         else:  # today's loop, in this process
-            invalid = False
-            for spec in specs:
-                for item in evidence_items(spec, payload):
-                    statement = None
-                    if item.evidence is not None:
-                        try:
-                            verified = verify_evidence(
-                                item.evidence,
-                                store,
-                                now=when,
-                                policy=policy,
-                                binding=expected,
-                                replay=fence,
-                            )
-                            statement = verified.statement.to_dict()
-                        except EcpaError as exc:
-                            if exc.code is ErrorCode.REPLAY_STORE:
-                                raise  # the fence itself failed: the command stops, exit 2
-                            item = Item(item.input, item.line, item.evidence, exc)
-                    invalid |= item.error is not None
-                    _report(item, as_json, statement)
+            invalid = _verify_here(specs, payload, store, when, policy, expected, fence, as_json)
     raise typer.Exit(EXIT_INVALID if invalid else EXIT_OK)
 
 

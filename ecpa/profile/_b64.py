@@ -7,19 +7,29 @@ text decodes to given bytes, so a signature or header cannot be varied without d
 
 from __future__ import annotations
 
-import base64
 import binascii
 import re
 
 from ecpa.errors import EcpaError, ErrorCode
 
 _ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
-_PAD = ("", "", "==", "=")
+_DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+#: The characters that may end a text of length 4k+2 (4 bits used: the low 4 zero) and of
+#: length 4k+3 (2 bits used: the low 2 zero), by ``len % 4``.
+_LAST = {2: frozenset(_DIGITS[::16]), 3: frozenset(_DIGITS[::4])}
+_PAD_BYTES = (b"", b"", b"==", b"=")
 
 
 def b64u_encode(data: bytes) -> str:
     """Encode ``data`` as base64url without padding."""
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    return b64u_encode_ascii(data).decode("ascii")
+
+
+def b64u_encode_ascii(data: bytes) -> bytes:
+    """:func:`b64u_encode` as ASCII bytes (two ``replace`` calls cost a fraction of a
+    ``translate``, which looks every byte up in a table)."""
+    standard = binascii.b2a_base64(data, newline=False).rstrip(b"=")
+    return standard.replace(b"+", b"-").replace(b"/", b"_")
 
 
 def b64u_decode(text: str, *, what: str, code: ErrorCode = ErrorCode.MALFORMED_JWS) -> bytes:
@@ -36,11 +46,12 @@ def b64u_decode(text: str, *, what: str, code: ErrorCode = ErrorCode.MALFORMED_J
         raise EcpaError(
             code, f"{what}: expected a base64url length not of the form 4k+1, found {len(text)}"
         )
-    try:
-        raw = base64.urlsafe_b64decode(text + _PAD[rem])
+    try:  # only [A-Za-z0-9_-] is left, which the standard alphabet takes after translation
+        standard = text.encode("ascii").replace(b"-", b"+").replace(b"_", b"/")
+        raw = binascii.a2b_base64(standard + _PAD_BYTES[rem])
     except binascii.Error as exc:  # unreachable after the checks above; kept as a guard
         raise EcpaError(code, f"{what}: not base64url ({exc})") from None
-    if rem and b64u_encode(raw)[-1] != text[-1]:
+    if rem and text[-1] not in _LAST[rem]:
         raise EcpaError(
             code,
             f"{what}: expected zero trailing bits in the last character, "

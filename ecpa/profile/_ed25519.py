@@ -58,21 +58,59 @@ SMALL_ORDER_ENCODINGS = _small_order_encodings()
 
 @dataclass(frozen=True)
 class _Sodium:
-    """The three PyNaCl bindings used, with their types, and its failure exception."""
+    """libsodium's two calls, as used here, and its key derivation."""
 
-    sign_open: Callable[[bytes, bytes], bytes]  # (signature + message, pk) -> message
-    sign: Callable[[bytes, bytes], bytes]  # (message, sk64) -> signature + message
+    verify: Callable[[bytes, bytes], bool]  # (signature + message, pk) -> valid?
+    sign: Callable[[bytes, bytes], bytes]  # (message, sk64) -> 64-byte signature
     seed_keypair: Callable[[bytes], tuple[bytes, bytes]]  # seed -> (pk, sk64)
-    bad_signature: type[Exception]
 
 
 def _load_sodium() -> _Sodium | None:
     try:
-        from nacl.bindings import crypto_sign, crypto_sign_open, crypto_sign_seed_keypair
-        from nacl.exceptions import BadSignatureError
+        from nacl.bindings import crypto_sign_seed_keypair
     except ImportError:  # PyNaCl is a dependency; without it, OpenSSL does everything
         return None
-    return _Sodium(crypto_sign_open, crypto_sign, crypto_sign_seed_keypair, BadSignatureError)
+    try:
+        # libsodium's own functions through PyNaCl's cffi module: its public wrappers copy
+        # the message into and out of buffers they allocate on every call (see
+        # docs/performance.md, "Instructions"). ``crypto_sign_open`` takes NULL for the
+        # message it would hand back, and ``crypto_sign`` writes the signature first.
+        from nacl._sodium import ffi, lib  # type: ignore[import-not-found]  # (compiled)
+    except ImportError:  # pragma: no cover - a PyNaCl without its cffi module
+        return _wrapped_sodium(crypto_sign_seed_keypair)
+    null, sign_open, sign, new = ffi.NULL, lib.crypto_sign_open, lib.crypto_sign, ffi.new
+    buffer = ffi.buffer
+
+    def verify(signed: bytes, public: bytes) -> bool:
+        status: int = sign_open(null, null, signed, len(signed), public)
+        return status == 0
+
+    def sign_detached(message: bytes, secret: bytes) -> bytes:
+        out = new("unsigned char[]", len(message) + 64)
+        if sign(out, null, message, len(message), secret) != 0:  # pragma: no cover
+            raise RuntimeError("libsodium failed to sign")
+        signature: bytes = buffer(out, 64)[:]
+        return signature
+
+    return _Sodium(verify, sign_detached, crypto_sign_seed_keypair)
+
+
+def _wrapped_sodium(seed_keypair: Callable[[bytes], tuple[bytes, bytes]]) -> _Sodium:
+    """The same two calls through PyNaCl's public wrappers (slower, same results)."""
+    from nacl.bindings import crypto_sign, crypto_sign_open
+    from nacl.exceptions import BadSignatureError
+
+    def verify(signed: bytes, public: bytes) -> bool:
+        try:
+            crypto_sign_open(signed, public)
+        except BadSignatureError:
+            return False
+        return True
+
+    def sign_detached(message: bytes, secret: bytes) -> bytes:
+        return crypto_sign(message, secret)[:64]
+
+    return _Sodium(verify, sign_detached, seed_keypair)
 
 
 _SODIUM = _load_sodium()
@@ -122,11 +160,7 @@ def verify(
     (its raw bytes and its OpenSSL object). Never raises for a bad signature."""
     sodium = _active
     if sodium is not None and bytes(signature[:32]) not in SMALL_ORDER_ENCODINGS:
-        try:
-            sodium.sign_open(b"".join((signature, message)), public_raw)
-        except sodium.bad_signature:
-            return False
-        return True
+        return sodium.verify(b"".join((signature, message)), public_raw)
     try:
         public_key.verify(signature, message)
     except InvalidSignature:
@@ -138,5 +172,5 @@ def sign(secret: bytes | None, key: Ed25519PrivateKey, message: bytes) -> bytes:
     """The 64-byte RFC 8032 signature of ``message``; ``secret`` from :func:`sodium_secret`."""
     sodium = _active
     if sodium is not None and secret is not None:
-        return sodium.sign(bytes(message), secret)[:64]
+        return sodium.sign(bytes(message), secret)
     return key.sign(message)

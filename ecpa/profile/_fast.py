@@ -16,12 +16,12 @@ on generated statements and on every corpus case.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from ecpa.profile._json import MAX_SAFE_INTEGER
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
 
-__all__ = ["canonical_statement"]
+__all__ = ["canonical_statement", "frozen_instance", "statement_payload"]
 
 _S = r'"([^"\\\x00-\x1f]+)"'  # a non-empty string JCS writes as it is
 _I = r"(0|[1-9][0-9]{0,15})"  # an integer as JCS writes it (checked <= 2**53-1 below)
@@ -52,6 +52,7 @@ _MEMBERS = {
 assert list(_MEMBERS) == sorted(_MEMBERS)
 assert list(_PROCESS) == sorted(_PROCESS)
 _STATEMENT = re.compile("\\{" + ",".join(f'"{k}":{v}' for k, v in _MEMBERS.items()) + "\\}")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _FIELDS = tuple(Statement.model_fields)
 _PROCESS_FIELDS = tuple(Process.model_fields)
 _new = object.__new__
@@ -69,6 +70,18 @@ def _model(cls: type[Any], values: dict[str, Any]) -> Any:
     return obj
 
 
+_T = TypeVar("_T")
+
+
+def frozen_instance(cls: type[_T], values: dict[str, Any]) -> _T:
+    """An instance of the frozen dataclass ``cls`` (not slotted) holding ``values``, one
+    per field in field order: what ``cls(**values)`` builds, in one assignment instead of
+    one ``object.__setattr__`` per field. The tests compare both."""
+    obj: _T = _new(cls)
+    _set(obj, "__dict__", values)
+    return obj
+
+
 def canonical_statement(payload: bytes, header_kid: str) -> Statement | None:
     """The statement of ``payload`` when it is the canonical form of a statement that
     steps 12-17 accept under ``header_kid`` (see the module's text); else None."""
@@ -76,6 +89,10 @@ def canonical_statement(payload: bytes, header_kid: str) -> Statement | None:
         text = payload.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    return _matched_statement(text, header_kid)
+
+
+def _matched_statement(text: str, header_kid: str) -> Statement | None:
     m = _STATEMENT.fullmatch(text)
     if m is None:
         return None
@@ -83,79 +100,83 @@ def canonical_statement(payload: bytes, header_kid: str) -> Statement | None:
      observed, plan, plugin, epoch, host, ordinal, role, start, subject) = m.groups()  # fmt: skip
     if kid != header_kid:  # step 16: the full path names it
         return None
-    numbers = (int(expires), int(issued), int(observed), int(epoch), int(ordinal))
-    if max(numbers) > MAX_SAFE_INTEGER:
+    expires_at, issued_at, observed_at = int(expires), int(issued), int(observed)
+    epoch_n, ordinal_n = int(epoch), int(ordinal)
+    if max(expires_at, issued_at, observed_at, epoch_n, ordinal_n) > MAX_SAFE_INTEGER:
         return None
-    expires_at, issued_at, observed_at, epoch_n, ordinal_n = numbers
     return _statement(
-        {
-            "issuer": issuer,
-            "kid": kid,
-            "subject": subject,
-            "plan_id": plan,
-            "launch_id": launch,
-            "plugin_id": plugin,
-            "obligation": obligation,
-            "event": event,
-            "challenge_nonce": nonce,
-            "artifact_digest": artifact,
-            "evidence_digest": evidence,
-            "observed_at": observed_at,
-            "issued_at": issued_at,
-            "expires_at": expires_at,
-        },
+        issuer, kid, subject, plan, launch, plugin, obligation, event, nonce, artifact,
+        evidence, host, role, start, ordinal_n, epoch_n, observed_at, issued_at, expires_at,
+    )  # fmt: skip
+
+
+def _statement(
+    issuer: str, kid: str, subject: str, plan_id: str, launch_id: str, plugin_id: str,
+    obligation: str, event: str, challenge_nonce: str, artifact_digest: str,
+    evidence_digest: str, host: str, role: str, start_identity: str, ordinal: int,
+    epoch: int, observed_at: int, issued_at: int, expires_at: int,
+) -> Statement:  # fmt: skip
+    """The statement of values already known valid, the constants added: its fields and
+    its process's in the models' order (checked below, once, at import)."""
+    process = _model(
+        Process,
         {
             "host": host,
             "role": role,
-            "start_identity": start,
-            "ordinal": ordinal_n,
-            "epoch": epoch_n,
+            "start_identity": start_identity,
+            "ordinal": ordinal,
+            "epoch": epoch,
         },
     )
-
-
-def _statement(values: dict[str, Any], process: dict[str, Any]) -> Statement:
-    """The statement of values already known valid (the constants added)."""
-    values["statement_schema"] = STATEMENT_SCHEMA
-    values["profile"] = PROFILE_ID
-    values["process"] = _model(Process, {k: process[k] for k in _PROCESS_FIELDS})
-    values["critical_claims"] = ()
-    result: Statement = _model(Statement, {k: values[k] for k in _FIELDS})  # field order
+    result: Statement = _model(
+        Statement,
+        {
+            "statement_schema": STATEMENT_SCHEMA,
+            "profile": PROFILE_ID,
+            "issuer": issuer,
+            "kid": kid,
+            "subject": subject,
+            "plan_id": plan_id,
+            "launch_id": launch_id,
+            "plugin_id": plugin_id,
+            "obligation": obligation,
+            "event": event,
+            "challenge_nonce": challenge_nonce,
+            "artifact_digest": artifact_digest,
+            "evidence_digest": evidence_digest,
+            "process": process,
+            "observed_at": observed_at,
+            "issued_at": issued_at,
+            "expires_at": expires_at,
+            "critical_claims": (),
+        },
+    )
     return result
 
 
-_PLAIN = re.compile(r'[^"\\\x00-\x1f]+')
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-_STRINGS = (
-    "challenge_nonce",
-    "event",
-    "issuer",
-    "kid",
-    "launch_id",
-    "obligation",
-    "plan_id",
-    "plugin_id",
-    "subject",
+_SAMPLE = _statement(
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", 0, 0, 0, 0, 0
 )
-_INTS = ("expires_at", "issued_at", "observed_at")
+assert tuple(_SAMPLE.__dict__) == _FIELDS
+assert tuple(_SAMPLE.process.__dict__) == _PROCESS_FIELDS
+
 _TOP = frozenset(_MEMBERS)
 _PROC = frozenset(_PROCESS)
-
-
-def _plain(value: object) -> bool:
-    return type(value) is str and _PLAIN.fullmatch(value) is not None
-
-
-def _safe(value: object) -> bool:
-    return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
 
 
 def statement_payload(data: dict[str, Any]) -> tuple[bytes, Statement] | None:
     """The JCS bytes and the statement of ``data`` when it is a statement the full path of
     ``sign`` accepts and writes with strings JCS leaves as they are (see the module's
-    text): exact types (``str``, ``int``, never ``bool`` or a subclass), the 18 members,
-    the constants, no critical claims. Anything else returns None and takes the full path,
-    which canonicalizes, reads back and checks, and names the failing check."""
+    text); else None, and the full path, which canonicalizes, reads back and checks,
+    decides and names the failing check.
+
+    Taken here: the 18 members and the process's 5, strings of type ``str`` (never a
+    subclass), non-empty, printable (no control character: nothing JCS escapes; a rarer
+    non-printable character takes the full path), without a quote or a backslash, and
+    without a lone surrogate; integers of type ``int`` (never ``bool``) within
+    [0, 2**53-1]; the two digests; the constants; no critical claims. Each value is read
+    once: the text and the statement returned hold the very same values, so what is
+    checked is what is signed, even if ``data`` changes meanwhile."""
     if data.keys() != _TOP:
         return None
     process = data["process"]
@@ -164,40 +185,52 @@ def statement_payload(data: dict[str, Any]) -> tuple[bytes, Statement] | None:
     claims = data["critical_claims"]
     if type(claims) not in (list, tuple) or claims:
         return None
-    if data["schema"] != STATEMENT_SCHEMA or data["profile"] != PROFILE_ID:
+    try:  # a member removed meanwhile (another thread): the full path, on a copy
+        issuer, kid, subject = data["issuer"], data["kid"], data["subject"]
+        plan, launch, plugin = data["plan_id"], data["launch_id"], data["plugin_id"]
+        obligation, event, nonce = data["obligation"], data["event"], data["challenge_nonce"]
+        artifact, evidence = data["artifact_digest"], data["evidence_digest"]
+        host, role, start = process["host"], process["role"], process["start_identity"]
+        ordinal, epoch = process["ordinal"], process["epoch"]
+        observed, issued, expires = data["observed_at"], data["issued_at"], data["expires_at"]
+        schema, profile = data["schema"], data["profile"]
+    except KeyError:
         return None
-    if type(data["schema"]) is not str or type(data["profile"]) is not str:
-        return None
-    if not all(_plain(data[k]) for k in _STRINGS):
-        return None
-    if not all(_plain(process[k]) for k in ("host", "role", "start_identity")):
-        return None
-    if not (all(_safe(data[k]) for k in _INTS) and _safe(process["ordinal"])):
-        return None
-    if not _safe(process["epoch"]):
-        return None
-    artifact, evidence = data["artifact_digest"], data["evidence_digest"]
-    for digest in (artifact, evidence):
-        if type(digest) is not str or _DIGEST.fullmatch(digest) is None:
+    strings = (issuer, kid, subject, plan, launch, plugin, obligation, event, nonce, host,
+               role, start)  # fmt: skip
+    for value in strings:
+        if type(value) is not str or not value:
             return None
+    joined = "".join(strings)
+    if not joined.isprintable() or '"' in joined or "\\" in joined:
+        return None
+    for number in (ordinal, epoch, observed, issued, expires):
+        if type(number) is not int or not 0 <= number <= MAX_SAFE_INTEGER:
+            return None
+    if type(schema) is not str or schema != STATEMENT_SCHEMA:
+        return None
+    if type(profile) is not str or profile != PROFILE_ID:
+        return None
+    if type(artifact) is not str or _DIGEST.fullmatch(artifact) is None:
+        return None
+    if type(evidence) is not str or _DIGEST.fullmatch(evidence) is None:
+        return None
     text = (
-        f'{{"artifact_digest":"{artifact}","challenge_nonce":"{data["challenge_nonce"]}",'
-        f'"critical_claims":[],"event":"{data["event"]}","evidence_digest":"{evidence}",'
-        f'"expires_at":{data["expires_at"]},"issued_at":{data["issued_at"]},'
-        f'"issuer":"{data["issuer"]}","kid":"{data["kid"]}","launch_id":"{data["launch_id"]}",'
-        f'"obligation":"{data["obligation"]}","observed_at":{data["observed_at"]},'
-        f'"plan_id":"{data["plan_id"]}","plugin_id":"{data["plugin_id"]}",'
-        f'"process":{{"epoch":{process["epoch"]},"host":"{process["host"]}",'
-        f'"ordinal":{process["ordinal"]},"role":"{process["role"]}",'
-        f'"start_identity":"{process["start_identity"]}"}},'
-        f'"profile":"{PROFILE_ID}","schema":"{STATEMENT_SCHEMA}","subject":"{data["subject"]}"}}'
+        f'{{"artifact_digest":"{artifact}","challenge_nonce":"{nonce}",'
+        f'"critical_claims":[],"event":"{event}","evidence_digest":"{evidence}",'
+        f'"expires_at":{expires},"issued_at":{issued},"issuer":"{issuer}","kid":"{kid}",'
+        f'"launch_id":"{launch}","obligation":"{obligation}","observed_at":{observed},'
+        f'"plan_id":"{plan}","plugin_id":"{plugin}","process":{{"epoch":{epoch},'
+        f'"host":"{host}","ordinal":{ordinal},"role":"{role}",'
+        f'"start_identity":"{start}"}},"profile":"{PROFILE_ID}",'
+        f'"schema":"{STATEMENT_SCHEMA}","subject":"{subject}"}}'
     )
     try:
         payload = text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: the full path refuses it
         return None
-    values = {k: data[k] for k in _STRINGS}
-    values.update({k: data[k] for k in _INTS})
-    values["artifact_digest"], values["evidence_digest"] = artifact, evidence
-    proc = {k: process[k] for k in _PROCESS}
-    return payload, _statement(values, proc)
+    statement = _statement(
+        issuer, kid, subject, plan, launch, plugin, obligation, event, nonce, artifact,
+        evidence, host, role, start, ordinal, epoch, observed, issued, expires,
+    )  # fmt: skip
+    return payload, statement

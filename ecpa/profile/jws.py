@@ -7,12 +7,11 @@ never RFC 7797 (``b64``).
 
 from __future__ import annotations
 
-import base64
 from functools import lru_cache
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile._b64 import b64u_decode, b64u_encode, b64u_encode_ascii
 from ecpa.profile._json import parse_object
 from ecpa.profile.jcs import canonicalize, matches_canonical
 from ecpa.profile.statement import PROFILE_ID
@@ -61,7 +60,7 @@ def signing_input(header_b64: str, payload: bytes) -> bytes:
     Raises:
         UnicodeEncodeError: ``header_b64`` is not ASCII (it is, once strict base64url).
     """
-    return b".".join((header_b64.encode("ascii"), base64.urlsafe_b64encode(payload).rstrip(b"=")))
+    return b".".join((header_b64.encode("ascii"), b64u_encode_ascii(payload)))
 
 
 def check_sizes(detached_jws: str | bytes, payload: bytes) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import jws
 from ecpa.profile._b64 import b64u_encode
-from ecpa.profile._fast import statement_payload
+from ecpa.profile._fast import frozen_instance, statement_payload
 from ecpa.profile._json import MAX_DEPTH, parse_object
 from ecpa.profile.jcs import canonicalize, canonicalize_subset
 from ecpa.profile.keys import SigningKey
@@ -42,21 +42,25 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
             ``ATTESTATION_UNKNOWN_CRITICAL_CLAIM``, ``ATTESTATION_UNSUPPORTED_VALUE`` (a value
             JSON cannot carry) or ``ATTESTATION_TOO_LARGE``.
     """
-    if isinstance(statement, Statement):
-        data: Any = statement.to_dict()
-    elif isinstance(statement, Mapping):
-        data = dict(statement)
-    else:
-        raise EcpaError(
-            ErrorCode.INVALID_STATEMENT,
-            f"expected a statement object, found {type(statement).__name__}",
-        )
-    fast = statement_payload(data)  # the statement every honest caller gives (_fast)
+    # The statement every honest caller gives, a plain dict, takes the template (_fast),
+    # which reads each value once, so it needs no copy; anything else is copied first.
+    data: Any = statement
+    if type(statement) is not dict:
+        if isinstance(statement, Statement):
+            data = statement.to_dict()
+        elif isinstance(statement, Mapping):
+            data = dict(statement)
+        else:
+            raise EcpaError(
+                ErrorCode.INVALID_STATEMENT,
+                f"expected a statement object, found {type(statement).__name__}",
+            )
+    fast = statement_payload(data)
     if fast is not None:
         payload, checked = fast
         _check_size(payload)
-    else:
-        payload, checked = _full_road(data)
+    else:  # the full road walks the values more than once: on a copy of its own
+        payload, checked = _full_road(dict(data) if data is statement else data)
     header_b64 = jws.encode_header(checked.kid)
     signature = key.sign(jws.signing_input(header_b64, payload))
     detached = f"{header_b64}..{b64u_encode(signature)}"
@@ -65,7 +69,9 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
             ErrorCode.TOO_LARGE,
             f"expected a JWS of at most {jws.MAX_JWS_LENGTH} characters, found {len(detached)}",
         )
-    return Signed(payload=payload, detached_jws=detached, statement=checked)
+    return frozen_instance(
+        Signed, {"payload": payload, "detached_jws": detached, "statement": checked}
+    )
 
 
 def _full_road(data: Any) -> tuple[bytes, Statement]:

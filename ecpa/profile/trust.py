@@ -108,6 +108,12 @@ class TrustedKey:
             EcpaError: ``ATTESTATION_TRUST_POLICY``.
         """
         entry = self.entry
+        if (
+            entry.enabled
+            and subject in entry.subjects
+            and entry.not_before <= now <= entry.not_after
+        ):
+            return  # the common case, without building the messages below
         who = f"key ({entry.issuer!r}, {entry.kid!r})"
         if not entry.enabled:
             raise EcpaError(
@@ -118,12 +124,11 @@ class TrustedKey:
                 ErrorCode.TRUST_POLICY,
                 f"expected a subject among {entry.subjects} for {who}, found {subject!r}",
             )
-        if not entry.not_before <= now <= entry.not_after:
-            raise EcpaError(
-                ErrorCode.TRUST_POLICY,
-                f"expected now within [{entry.not_before}, {entry.not_after}] for {who}, "
-                f"found now = {now}",
-            )
+        raise EcpaError(
+            ErrorCode.TRUST_POLICY,
+            f"expected now within [{entry.not_before}, {entry.not_after}] for {who}, "
+            f"found now = {now}",
+        )
 
 
 def _config_error(detail: str) -> EcpaError:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import jws
-from ecpa.profile._fast import canonical_statement
+from ecpa.profile._fast import canonical_statement, frozen_instance
 from ecpa.profile._json import parse_object
 from ecpa.profile.fence import ReplayFence
 from ecpa.profile.jcs import matches_canonical
@@ -179,7 +179,21 @@ def verify(
     signature = jws.signature_bytes(signature_b64)  # step 19
     trusted.key.verify(signature, jws.signing_input(header_b64, payload))  # step 20
     _check_times(statement, now, policy)  # steps 21-23
-    if binding is not None:  # step 24
+    if binding is not None and (  # step 24: the six values at once, then each by name
+        binding.plan_id,
+        binding.launch_id,
+        binding.plugin_id,
+        binding.artifact_digest,
+        binding.process_epoch,
+        binding.challenge_nonce,
+    ) != (
+        statement.plan_id,
+        statement.launch_id,
+        statement.plugin_id,
+        statement.artifact_digest,
+        statement.process.epoch,
+        statement.challenge_nonce,
+    ):
         wrong = binding.mismatches(statement)
         if wrong:
             raise EcpaError(
@@ -188,4 +202,7 @@ def verify(
             )
     if replay is not None:  # step 25: recorded atomically with acceptance, nothing after
         replay.check_and_record(statement.challenge_nonce, expires_at=statement.expires_at)
-    return Verified(statement=statement, payload=payload, header=header, trusted_key=trusted)
+    return frozen_instance(
+        Verified,
+        {"statement": statement, "payload": payload, "header": header, "trusted_key": trusted},
+    )
