@@ -576,3 +576,28 @@ def test_the_compact_path_gives_what_the_strict_reader_gives(
         at %= len(data) + 1
         data = data[:at] + insert + data[at + cut :]
     assert _either(parse_record, data) == _either(_parse_record_strictly, data)
+    kind, parsed = _either(parse_record, data)
+    if kind == "ok" and "_payload_b64" in parsed.__dict__:  # kept: the one encoding
+        assert parsed.__dict__["_payload_b64"] == b64u_encode(parsed.payload).encode()
+
+
+def test_the_encoded_payload_parse_record_keeps_is_the_payloads_one_encoding() -> None:
+    """parse_record keeps a compact record's payload_b64 as it read it, and verify checks
+    the signature over it instead of encoding the payload again. It is the payload's one
+    strict encoding; evidence made any other way (a copy with another payload included)
+    does not carry it, so a changed payload is verified as itself and refused."""
+    import dataclasses
+
+    from ecpa.runtime.evidence import _ENCODED
+
+    parsed = parse_record(COMPACT)
+    assert parsed.__dict__[_ENCODED] == b64u_encode(parsed.payload).encode()
+    ok = verify_evidence(parsed, store(), now=NOW)
+    plain = Evidence(parsed.payload, parsed.detached_jws, parsed.host_evidence)
+    assert _ENCODED not in plain.__dict__
+    assert verify_evidence(plain, store(), now=NOW) == ok
+    changed = dataclasses.replace(parsed, payload=parsed.payload.replace(b"nonce-1", b"nonce-9"))
+    assert _ENCODED not in changed.__dict__
+    with pytest.raises(EcpaError) as refused:
+        verify_evidence(changed, store(), now=NOW)
+    assert refused.value.code is ErrorCode.INVALID_SIGNATURE

@@ -161,3 +161,43 @@ def test_frozen_instance_builds_what_the_constructor_builds() -> None:
     assert again == built
     with pytest.raises(dataclasses.FrozenInstanceError):
         again.payload = b""  # type: ignore[misc]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    tail=st.text(alphabet="0123456789abcdefABCDEF g\t\u0661_", min_size=60, max_size=68),
+    prefix=st.sampled_from(["sha256:", "SHA256:", "sha256 ", ""]),
+)
+def test_the_template_digest_check_is_the_digest_pattern(tail: str, prefix: str) -> None:
+    """sign's template checks a digest by a round trip through bytes: exactly the values
+    the pattern sha256:[0-9a-f]{64} takes (no uppercase, whitespace, other digits)."""
+    from ecpa.profile._fast import _DIGEST, _digests
+
+    good = "sha256:" + "0" * 64
+    for value in (prefix + tail, "sha256:" + tail[:64], "sha256:" + tail[:64].lower()):
+        expected = _DIGEST.fullmatch(value) is not None
+        assert _digests(value) is expected, value
+        assert _digests(good, value) is expected, value
+        assert _digests(value, good) is expected, value
+
+
+def test_the_template_takes_exactly_the_members() -> None:
+    """The template counts the members and reads each by name: one renamed, added or
+    removed (at the top or in process) takes the full road, which refuses it."""
+    base = statement()
+    renamed = {("issuer_" if k == "issuer" else k): v for k, v in base.items()}
+    variants = [
+        renamed,
+        {**base, "extra": "x"},
+        {k: v for k, v in base.items() if k != "event"},
+        {**base, "process": {**base["process"], "extra": 1}},
+        {**base, "process": {k: v for k, v in base["process"].items() if k != "role"}},
+        {
+            **base,
+            "process": {("host_" if k == "host" else k): v for k, v in base["process"].items()},
+        },
+    ]
+    for doc in variants:
+        assert statement_payload(doc) is None
+        with pytest.raises(EcpaError):
+            ecpa.sign(doc, ecpa.SigningKey.from_seed(bytes(32)))

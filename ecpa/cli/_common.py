@@ -16,6 +16,7 @@ import typer
 
 from ecpa._files import open_regular, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile._fast import frozen_instance
 from ecpa.profile._json import parse_object
 from ecpa.runtime.evidence import Evidence, parse_record, read_log
 
@@ -63,7 +64,15 @@ def show(value: Any) -> str:
     """A value for a ``key=value`` line: bare when harmless, else JSON-escaped (so control
     characters, spaces and bidi overrides from evidence can never forge output)."""
     text = str(value)
-    if text and text.isprintable() and text.isascii() and not any(c in text for c in ' ="\\'):
+    if (
+        text
+        and text.isascii()
+        and text.isprintable()
+        and " " not in text
+        and "=" not in text
+        and '"' not in text
+        and "\\" not in text
+    ):
         return text
     return json.dumps(text)
 
@@ -153,7 +162,10 @@ def _log_items(
             typer.echo(torn_message(name, line.number, line.error), err=True)
             continue
         count += 1
-        yield Item(name, line.number, line.evidence, line.error)
+        yield frozen_instance(
+            Item,
+            {"input": name, "line": line.number, "evidence": line.evidence, "error": line.error},
+        )
     if count == 0:
         yield Item(name, None, None, no_records())
 

@@ -79,14 +79,14 @@ def _load_sodium() -> _Sodium | None:
     except ImportError:  # pragma: no cover - a PyNaCl without its cffi module
         return _wrapped_sodium(crypto_sign_seed_keypair)
     null, sign_open, sign, new = ffi.NULL, lib.crypto_sign_open, lib.crypto_sign, ffi.new
-    buffer = ffi.buffer
+    buffer, signed_message = ffi.buffer, ffi.typeof("unsigned char[]")
 
     def verify(signed: bytes, public: bytes) -> bool:
         status: int = sign_open(null, null, signed, len(signed), public)
         return status == 0
 
     def sign_detached(message: bytes, secret: bytes) -> bytes:
-        out = new("unsigned char[]", len(message) + 64)
+        out = new(signed_message, len(message) + 64)
         if sign(out, null, message, len(message), secret) != 0:  # pragma: no cover
             raise RuntimeError("libsodium failed to sign")
         signature: bytes = buffer(out, 64)[:]

@@ -55,19 +55,10 @@ _STATEMENT = re.compile("\\{" + ",".join(f'"{k}":{v}' for k, v in _MEMBERS.items
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _FIELDS = tuple(Statement.model_fields)
 _PROCESS_FIELDS = tuple(Process.model_fields)
+_FIELDS_SET = set(_FIELDS)
+_PROCESS_SET = set(_PROCESS_FIELDS)
 _new = object.__new__
 _set = object.__setattr__
-
-
-def _model(cls: type[Any], values: dict[str, Any]) -> Any:
-    """A frozen pydantic model holding ``values``, which are already known valid: what
-    ``model_validate`` would return, without its cost."""
-    obj = _new(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
 
 
 _T = TypeVar("_T")
@@ -118,8 +109,11 @@ def _statement(
 ) -> Statement:  # fmt: skip
     """The statement of values already known valid, the constants added: its fields and
     its process's in the models' order (checked below, once, at import)."""
-    process = _model(
-        Process,
+    # What model_validate would return for values already known valid, without its cost.
+    process = _new(Process)
+    _set(
+        process,
+        "__dict__",
         {
             "host": host,
             "role": role,
@@ -128,8 +122,13 @@ def _statement(
             "epoch": epoch,
         },
     )
-    result: Statement = _model(
-        Statement,
+    _set(process, "__pydantic_fields_set__", _PROCESS_SET.copy())
+    _set(process, "__pydantic_extra__", None)
+    _set(process, "__pydantic_private__", None)
+    result: Statement = _new(Statement)
+    _set(
+        result,
+        "__dict__",
         {
             "statement_schema": STATEMENT_SCHEMA,
             "profile": PROFILE_ID,
@@ -151,6 +150,9 @@ def _statement(
             "critical_claims": (),
         },
     )
+    _set(result, "__pydantic_fields_set__", _FIELDS_SET.copy())
+    _set(result, "__pydantic_extra__", None)
+    _set(result, "__pydantic_private__", None)
     return result
 
 
@@ -160,8 +162,21 @@ _SAMPLE = _statement(
 assert tuple(_SAMPLE.__dict__) == _FIELDS
 assert tuple(_SAMPLE.process.__dict__) == _PROCESS_FIELDS
 
-_TOP = frozenset(_MEMBERS)
-_PROC = frozenset(_PROCESS)
+#: The ASCII characters JCS writes escaped: the controls, the quote and the backslash.
+_JCS_ESCAPES = bytes(range(0x20)) + b'"\\'
+
+
+def _digests(*values: object) -> bool:
+    """Whether each value is ``sha256:`` and 64 lowercase hex digits, as ``_DIGEST`` says:
+    only such text survives the round trip through bytes (no uppercase, no whitespace)."""
+    for value in values:
+        if type(value) is not str or len(value) != 71 or not value.startswith("sha256:"):
+            return False
+    hexdigits = "".join([value[7:] for value in values])  # type: ignore[index]
+    try:
+        return bytes.fromhex(hexdigits).hex() == hexdigits
+    except ValueError:
+        return False
 
 
 def statement_payload(data: dict[str, Any]) -> tuple[bytes, Statement] | None:
@@ -177,15 +192,16 @@ def statement_payload(data: dict[str, Any]) -> tuple[bytes, Statement] | None:
     [0, 2**53-1]; the two digests; the constants; no critical claims. Each value is read
     once: the text and the statement returned hold the very same values, so what is
     checked is what is signed, even if ``data`` changes meanwhile."""
-    if data.keys() != _TOP:
+    # Exactly the members: as many as the names, each of them read below (a KeyError).
+    if len(data) != len(_MEMBERS):
         return None
-    process = data["process"]
-    if type(process) is not dict or process.keys() != _PROC:
-        return None
-    claims = data["critical_claims"]
-    if type(claims) not in (list, tuple) or claims:
-        return None
-    try:  # a member removed meanwhile (another thread): the full path, on a copy
+    try:  # a member missing, or removed meanwhile by another thread: the full path
+        process = data["process"]
+        if type(process) is not dict or len(process) != len(_PROCESS):
+            return None
+        claims = data["critical_claims"]
+        if type(claims) not in (list, tuple) or claims:
+            return None
         issuer, kid, subject = data["issuer"], data["kid"], data["subject"]
         plan, launch, plugin = data["plan_id"], data["launch_id"], data["plugin_id"]
         obligation, event, nonce = data["obligation"], data["event"], data["challenge_nonce"]
@@ -198,22 +214,30 @@ def statement_payload(data: dict[str, Any]) -> tuple[bytes, Statement] | None:
         return None
     strings = (issuer, kid, subject, plan, launch, plugin, obligation, event, nonce, host,
                role, start)  # fmt: skip
-    for value in strings:
-        if type(value) is not str or not value:
-            return None
-    joined = "".join(strings)
-    if not joined.isprintable() or '"' in joined or "\\" in joined:
+    if not (
+        type(issuer) is type(kid) is type(subject) is type(plan) is type(launch) is str
+        and type(plugin) is type(obligation) is type(event) is type(nonce) is str
+        and type(host) is type(role) is type(start) is str
+        and all(strings)
+    ):
         return None
-    for number in (ordinal, epoch, observed, issued, expires):
-        if type(number) is not int or not 0 <= number <= MAX_SAFE_INTEGER:
+    joined = "".join(strings)
+    if joined.isascii():  # one pass of a table in C over the bytes, for what JCS escapes
+        ascii_bytes = joined.encode("ascii")
+        if len(ascii_bytes.translate(None, _JCS_ESCAPES)) != len(ascii_bytes):
             return None
+    elif not joined.isprintable() or '"' in joined or "\\" in joined:
+        return None  # (a rarer non-printable character takes the full path)
+    if not type(ordinal) is type(epoch) is type(observed) is type(issued) is type(expires) is int:
+        return None
+    numbers = (ordinal, epoch, observed, issued, expires)
+    if min(numbers) < 0 or max(numbers) > MAX_SAFE_INTEGER:
+        return None
     if type(schema) is not str or schema != STATEMENT_SCHEMA:
         return None
     if type(profile) is not str or profile != PROFILE_ID:
         return None
-    if type(artifact) is not str or _DIGEST.fullmatch(artifact) is None:
-        return None
-    if type(evidence) is not str or _DIGEST.fullmatch(evidence) is None:
+    if not _digests(artifact, evidence):
         return None
     text = (
         f'{{"artifact_digest":"{artifact}","challenge_nonce":"{nonce}",'

@@ -16,7 +16,7 @@ from ecpa.profile.jcs import matches_canonical
 from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, check_statement
 from ecpa.profile.trust import TrustedKey, TrustStore
 
-__all__ = ["Binding", "Policy", "Verified", "verify"]
+__all__ = ["Binding", "Policy", "Verified", "verify", "verify_encoded"]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -147,6 +147,24 @@ def verify(
         EcpaError: the code of the first failed check, for any input bytes at all.
         TypeError: ``payload`` is not bytes, ``detached_jws`` not str or bytes, ``now`` not int.
     """
+    return verify_encoded(payload, None, detached_jws, trust_store, now, policy, binding, replay)
+
+
+def verify_encoded(
+    payload: bytes,
+    payload_b64: bytes | None,
+    detached_jws: str,
+    trust_store: TrustStore,
+    now: int,
+    policy: Policy,
+    binding: Binding | None,
+    replay: ReplayFence | None,
+) -> Verified:
+    """:func:`verify`, given also ``payload_b64``: the payload's strict base64url as ASCII
+    bytes when the caller holds it already (a record just decoded from that very text,
+    whose strictness makes it the one encoding of ``payload``), else None. Not for text of
+    any other origin: the signature is checked over it, the statement read from ``payload``.
+    """
     payload = _as_bytes(payload)
     text = _as_text(detached_jws)
     if not isinstance(now, int) or isinstance(now, bool):
@@ -177,7 +195,11 @@ def verify(
         )
     trusted.check(statement.subject, now)
     signature = jws.signature_bytes(signature_b64)  # step 19
-    trusted.key.verify(signature, jws.signing_input(header_b64, payload))  # step 20
+    if payload_b64 is None:
+        signing_input = jws.signing_input(header_b64, payload)
+    else:
+        signing_input = b".".join((header_b64.encode("ascii"), payload_b64))
+    trusted.key.verify(signature, signing_input)  # step 20
     _check_times(statement, now, policy)  # steps 21-23
     if binding is not None and (  # step 24: the six values at once, then each by name
         binding.plan_id,

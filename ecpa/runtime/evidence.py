@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 import threading
 from collections.abc import Iterable, Iterator
@@ -22,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile._b64 import b64u_decode, b64u_decode_ascii, b64u_encode
+from ecpa.profile._fast import frozen_instance
 from ecpa.profile._json import parse_object
 from ecpa.profile.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
 from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify
+from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify_encoded
+from ecpa.runtime._compact_record import compact_members
 from ecpa.runtime.replay import ReplayFence
 
 __all__ = [
@@ -45,6 +46,10 @@ RECORD_SCHEMA = "ecpa-evidence-record/0.1"
 #: the largest JWS, and as much again for the host evidence, with room for the framing.
 MAX_RECORD_LENGTH = 2 * (MAX_PAYLOAD_LENGTH * 4 // 3 + 8) + MAX_JWS_LENGTH + 1024
 _MEMBERS = {"schema", "payload_b64", "detached_jws", "host_evidence_b64"}
+_SCHEMA_BYTES = RECORD_SCHEMA.encode()
+#: Where parse_record keeps the payload's base64url as read, its one strict encoding: verify
+#: signs over it, not encoding the payload again. Evidence built any other way lacks it.
+_ENCODED = "_payload_b64"
 
 
 def _invalid(detail: str) -> EcpaError:
@@ -78,15 +83,6 @@ def _string(obj: dict[str, Any], name: str) -> str:
     return value
 
 
-#: A record as record_line writes it (or a bundle), values in the base64url and JWS alphabets:
-#: strict JSON of known, unique string members, whose values the strict reader would return.
-_COMPACT_RECORD = re.compile(
-    rb'\{(?:"schema":"' + re.escape(RECORD_SCHEMA.encode()) + rb'",)?'
-    rb'(?:"host_evidence_b64":"([A-Za-z0-9_-]*)",)?'
-    rb'"payload_b64":"([A-Za-z0-9_-]*)","detached_jws":"([A-Za-z0-9_.-]*)"\}'
-)
-
-
 def parse_record(data: bytes) -> Evidence:
     """Parse a bundle or an evidence record (strict JSON, known members only).
 
@@ -99,15 +95,17 @@ def parse_record(data: bytes) -> Evidence:
             ErrorCode.TOO_LARGE,
             f"expected a record of at most {MAX_RECORD_LENGTH} bytes, found {len(data)}",
         )
-    compact = _COMPACT_RECORD.fullmatch(data)
+    compact = compact_members(data, _SCHEMA_BYTES)
     if compact is None:
         return _parse_record_strictly(data)
-    host_b64, payload_b64, detached_jws = compact.groups()
+    host_b64, payload_b64, detached_jws = compact
     # The same decoding, in the same order, as below: the same evidence or the same error.
     code = ErrorCode.INVALID_RECORD
-    payload = b64u_decode(payload_b64.decode(), what="payload_b64", code=code)
-    host = host_b64 and b64u_decode(host_b64.decode(), what="host_evidence_b64", code=code)
-    return Evidence(payload=payload, detached_jws=detached_jws.decode(), host_evidence=host)
+    payload = b64u_decode_ascii(payload_b64, what="payload_b64", code=code)
+    host = host_b64 and b64u_decode_ascii(host_b64, what="host_evidence_b64", code=code)
+    evidence = Evidence(payload=payload, detached_jws=detached_jws.decode(), host_evidence=host)
+    object.__setattr__(evidence, _ENCODED, payload_b64)  # its one strict encoding (above)
+    return evidence
 
 
 def _parse_record_strictly(data: bytes) -> Evidence:
@@ -168,7 +166,7 @@ def read_log(stream: BinaryIO, *, first: int = 1) -> Iterator[LogLine]:
         if not line.strip():
             continue
         try:
-            yield LogLine(number, parse_record(line), None)
+            evidence = parse_record(line)
         except EcpaError as exc:
             # Torn: cut short by a crash, so unterminated and not JSON at all. A complete
             # but wrong record without its newline is still a record, and still fails.
@@ -178,6 +176,10 @@ def read_log(stream: BinaryIO, *, first: int = 1) -> Iterator[LogLine]:
                 and not is_json(line)
             )
             yield LogLine(number, None, exc, torn=torn)
+        else:  # frozen_instance: LogLine(number, evidence, None), at a fraction of the cost
+            yield frozen_instance(
+                LogLine, {"number": number, "evidence": evidence, "error": None, "torn": False}
+            )
 
 
 def is_json(line: bytes) -> bool:
@@ -210,14 +212,9 @@ def verify_evidence(
         EcpaError: the code of the first failed check; ``ATTESTATION_EVIDENCE_DIGEST_MISMATCH``
             when ``host_evidence`` does not hash to the statement's ``evidence_digest``.
     """
-    verified = verify(
-        evidence.payload,
-        evidence.detached_jws,
-        trust_store,
-        now=now,
-        policy=policy,
-        binding=binding,
-    )
+    encoded = evidence.__dict__.get(_ENCODED)  # set by parse_record only, never by a caller
+    payload, jws = evidence.payload, evidence.detached_jws
+    verified = verify_encoded(payload, encoded, jws, trust_store, now, policy, binding, None)
     if evidence.host_evidence is not None:
         found = evidence_digest(evidence.host_evidence)
         if found != verified.statement.evidence_digest:
