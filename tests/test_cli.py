@@ -405,3 +405,20 @@ def test_verify_upstream_corpus_cases(tmp_path: Path, monkeypatch: pytest.Monkey
         if run.status != want[0] or len(run.lines) != 1 or not run.lines[0].startswith(want[1]):
             wrong.append((case["id"], expected, run))
     assert wrong == []
+
+
+def test_an_ok_line_shows_each_value_as_it_is() -> None:
+    """The OK line names the nonce ``nonce=``; a value holding ``challenge_nonce=`` is shown
+    escaped and whole, never rewritten (the name is written, not substituted afterwards)."""
+    from ecpa.cli._results import render_result
+
+    statement = {
+        "issuer": "a challenge_nonce=b",
+        "kid": "k=challenge_nonce=",
+        "subject": "s",
+        "challenge_nonce": "n",
+    }
+    line = render_result("log.jsonl", 3, None, statement, False)
+    assert line == (
+        'OK log.jsonl:3 issuer="a challenge_nonce=b" kid="k=challenge_nonce=" subject=s nonce=n'
+    )

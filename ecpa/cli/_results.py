@@ -9,12 +9,15 @@ from ecpa.cli._common import json_line, safe, show
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
 
-_OK_FIELDS = ("issuer", "kid", "subject", "challenge_nonce")
-
 
 def ok_fields(statement: Statement) -> dict[str, Any]:
     """The members of a verified statement that its text result line shows."""
-    return {name: getattr(statement, name) for name in _OK_FIELDS}
+    return {
+        "issuer": statement.issuer,
+        "kid": statement.kid,
+        "subject": statement.subject,
+        "challenge_nonce": statement.challenge_nonce,
+    }
 
 
 def render_result(
@@ -43,8 +46,10 @@ def render_result(
         )
     name = source if line is None else f"{source}:{line}"
     if error is None and statement is not None:
-        fields = " ".join(f"{k}={show(statement[k])}" for k in _OK_FIELDS)
-        return f"OK {show(name)} {fields.replace('challenge_nonce=', 'nonce=')}"
+        return (
+            f"OK {show(name)} issuer={show(statement['issuer'])} kid={show(statement['kid'])} "
+            f"subject={show(statement['subject'])} nonce={show(statement['challenge_nonce'])}"
+        )
     if error is not None:
         return f"FAIL {show(name)} {error.code.value}: {safe(error.detail)}"
     return None
