@@ -578,7 +578,9 @@ def test_the_compact_path_gives_what_the_strict_reader_gives(
     assert _either(parse_record, data) == _either(_parse_record_strictly, data)
     kind, parsed = _either(parse_record, data)
     if kind == "ok" and "_payload_b64" in parsed.__dict__:  # kept: the one encoding
-        assert parsed.__dict__["_payload_b64"] == b64u_encode(parsed.payload).encode()
+        kept_payload, kept_b64 = parsed.__dict__["_payload_b64"]
+        assert kept_payload is parsed.payload
+        assert kept_b64 == b64u_encode(parsed.payload).encode()
 
 
 def test_the_encoded_payload_parse_record_keeps_is_the_payloads_one_encoding() -> None:
@@ -591,7 +593,7 @@ def test_the_encoded_payload_parse_record_keeps_is_the_payloads_one_encoding() -
     from ecpa.runtime.evidence import _ENCODED
 
     parsed = parse_record(COMPACT)
-    assert parsed.__dict__[_ENCODED] == b64u_encode(parsed.payload).encode()
+    assert parsed.__dict__[_ENCODED] == (parsed.payload, b64u_encode(parsed.payload).encode())
     ok = verify_evidence(parsed, store(), now=NOW)
     plain = Evidence(parsed.payload, parsed.detached_jws, parsed.host_evidence)
     assert _ENCODED not in plain.__dict__
@@ -601,3 +603,19 @@ def test_the_encoded_payload_parse_record_keeps_is_the_payloads_one_encoding() -
     with pytest.raises(EcpaError) as refused:
         verify_evidence(changed, store(), now=NOW)
     assert refused.value.code is ErrorCode.INVALID_SIGNATURE
+    # Even a frozen instance changed behind its back: the kept text is for that payload only.
+    forced = parse_record(COMPACT)
+    object.__setattr__(forced, "payload", changed.payload)
+    with pytest.raises(EcpaError) as forged:
+        verify_evidence(forced, store(), now=NOW)
+    assert forged.value.code is ErrorCode.INVALID_SIGNATURE
+    # Evidence of another shape (no __dict__) still verifies.
+    from typing import NamedTuple
+
+    class Plain(NamedTuple):
+        payload: bytes
+        detached_jws: str
+        host_evidence: bytes | None
+
+    duck = Plain(parsed.payload, parsed.detached_jws, parsed.host_evidence)
+    assert verify_evidence(duck, store(), now=NOW).statement == ok.statement  # type: ignore[arg-type]

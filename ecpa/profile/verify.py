@@ -16,7 +16,7 @@ from ecpa.profile.jcs import matches_canonical
 from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, check_statement
 from ecpa.profile.trust import TrustedKey, TrustStore
 
-__all__ = ["Binding", "Policy", "Verified", "verify", "verify_encoded"]
+__all__ = ["Binding", "Policy", "Verified", "verify"]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -147,10 +147,10 @@ def verify(
         EcpaError: the code of the first failed check, for any input bytes at all.
         TypeError: ``payload`` is not bytes, ``detached_jws`` not str or bytes, ``now`` not int.
     """
-    return verify_encoded(payload, None, detached_jws, trust_store, now, policy, binding, replay)
+    return _verify_encoded(payload, None, detached_jws, trust_store, now, policy, binding, replay)
 
 
-def verify_encoded(
+def _verify_encoded(
     payload: bytes,
     payload_b64: bytes | None,
     detached_jws: str,

@@ -26,7 +26,7 @@ from ecpa.profile._fast import frozen_instance
 from ecpa.profile._json import parse_object
 from ecpa.profile.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
 from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify_encoded
+from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, _verify_encoded
 from ecpa.runtime._compact_record import compact_members
 from ecpa.runtime.replay import ReplayFence
 
@@ -47,8 +47,8 @@ RECORD_SCHEMA = "ecpa-evidence-record/0.1"
 MAX_RECORD_LENGTH = 2 * (MAX_PAYLOAD_LENGTH * 4 // 3 + 8) + MAX_JWS_LENGTH + 1024
 _MEMBERS = {"schema", "payload_b64", "detached_jws", "host_evidence_b64"}
 _SCHEMA_BYTES = RECORD_SCHEMA.encode()
-#: Where parse_record keeps the payload's base64url as read, its one strict encoding: verify
-#: signs over it, not encoding the payload again. Evidence built any other way lacks it.
+#: Where parse_record keeps (payload, its base64url as read, its one strict encoding): verify
+#: uses it while the payload is that very object. Evidence built any other way lacks it.
 _ENCODED = "_payload_b64"
 
 
@@ -104,7 +104,7 @@ def parse_record(data: bytes) -> Evidence:
     payload = b64u_decode_ascii(payload_b64, what="payload_b64", code=code)
     host = host_b64 and b64u_decode_ascii(host_b64, what="host_evidence_b64", code=code)
     evidence = Evidence(payload=payload, detached_jws=detached_jws.decode(), host_evidence=host)
-    object.__setattr__(evidence, _ENCODED, payload_b64)  # its one strict encoding (above)
+    object.__setattr__(evidence, _ENCODED, (payload, bytes(payload_b64)))  # its one encoding
     return evidence
 
 
@@ -212,9 +212,10 @@ def verify_evidence(
         EcpaError: the code of the first failed check; ``ATTESTATION_EVIDENCE_DIGEST_MISMATCH``
             when ``host_evidence`` does not hash to the statement's ``evidence_digest``.
     """
-    encoded = evidence.__dict__.get(_ENCODED)  # set by parse_record only, never by a caller
     payload, jws = evidence.payload, evidence.detached_jws
-    verified = verify_encoded(payload, encoded, jws, trust_store, now, policy, binding, None)
+    kept = getattr(evidence, _ENCODED, None)  # (payload, its base64url): parse_record's
+    encoded = kept[1] if kept is not None and kept[0] is payload else None
+    verified = _verify_encoded(payload, encoded, jws, trust_store, now, policy, binding, None)
     if evidence.host_evidence is not None:
         found = evidence_digest(evidence.host_evidence)
         if found != verified.statement.evidence_digest:
