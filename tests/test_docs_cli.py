@@ -118,7 +118,7 @@ def run_session(blocks: list[list[Example]], cwd: Path) -> None:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            timeout=60,
+            timeout=180,  # a hang still fails; a loaded machine may take a minute to start one
             check=False,
         )
         status = proc.returncode
