@@ -52,7 +52,6 @@ _MEMBERS = {
 assert list(_MEMBERS) == sorted(_MEMBERS)
 assert list(_PROCESS) == sorted(_PROCESS)
 _STATEMENT = re.compile("\\{" + ",".join(f'"{k}":{v}' for k, v in _MEMBERS.items()) + "\\}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _FIELDS = tuple(Statement.model_fields)
 _PROCESS_FIELDS = tuple(Process.model_fields)
 _FIELDS_SET = set(_FIELDS)
@@ -167,7 +166,7 @@ _JCS_ESCAPES = bytes(range(0x20)) + b'"\\'
 
 
 def _digests(*values: object) -> bool:
-    """Whether each value is ``sha256:`` and 64 lowercase hex digits, as ``_DIGEST`` says:
+    """Whether each value is ``sha256:`` and 64 lowercase hex digits, as the pattern's ``_D`` says:
     only such text survives the round trip through bytes (no uppercase, no whitespace)."""
     for value in values:
         if type(value) is not str or len(value) != 71 or not value.startswith("sha256:"):
