@@ -12,10 +12,13 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
+import random
 import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dla_plugin.sim.predict import PREDICTIONS, predict, predictor
 from dla_plugin.sim.workload import (
@@ -413,7 +416,8 @@ def test_exact_over_none() -> None:
     assert predict(JOBS, "exact", 1) == [1, 2, 3, 17, 100, 999]
     assert predict(JOBS, "over", 1) == [2, 3, 5, 26, 150, 1499]  # ceil(1.5 * output)
     assert predict(JOBS, "none", 1) == [None] * len(JOBS)
-    assert predict([], "noise-1.0", 1) == []
+    assert predict([], "lognormal-1.0", 1) == []
+    assert predict([], "noise-add-1.0", 1) == []
 
 
 @pytest.mark.parametrize("model", PREDICTIONS)
@@ -424,7 +428,7 @@ def test_predictions_are_deterministic(model: str) -> None:
         predict(jobs, other, 4)
     assert predict(jobs, model, 4) == first
     assert len(first) == len(jobs)
-    if model.startswith("noise"):
+    if model.startswith(("noise-add", "lognormal")):
         assert predict(jobs, model, 5) != first
         assert all(p is not None and p >= 1 for p in first)
     else:
@@ -438,23 +442,63 @@ def test_over_is_never_below_exact() -> None:
     assert all(o is not None and e is not None and o >= e for o, e in zip(over, exact, strict=True))
 
 
-@pytest.mark.parametrize(("model", "sigma"), [("noise-0.5", 0.5), ("noise-1.0", 1.0)])
-def test_noise_is_unbiased_in_log_space(model: str, sigma: float) -> None:
+@pytest.mark.parametrize(("model", "sigma"), [("lognormal-0.5", 0.5), ("lognormal-1.0", 1.0)])
+def test_lognormal_noise_is_unbiased_in_log_space(model: str, sigma: float) -> None:
     jobs = [Job(0.0, 1, 1000)] * 20_000  # long outputs: rounding does not bias the logs
     logs = [math.log(p / 1000) for p in predict(jobs, model, 3) if p is not None]
     assert statistics.fmean(logs) == pytest.approx(0.0, abs=0.03)
     assert statistics.stdev(logs) == pytest.approx(sigma, rel=0.05)
-    assert predict(jobs[:500], "noise-0.5", 3) != predict(jobs[:500], "noise-1.0", 3)
+    assert predict(jobs[:500], "lognormal-0.5", 3) != predict(jobs[:500], "lognormal-1.0", 3)
+
+
+def test_lognormal_models_keep_the_predictions_they_had_as_noise() -> None:
+    """Renamed, not changed: the stream of (noise-1.0, seed) before is (lognormal-1.0, seed)."""
+    jobs = synthetic(200, 4)
+    rng = random.Random("dla-predict:noise-1.0:4")
+    old = [max(1, round(j.output_tokens * math.exp(rng.gauss(0.0, 1.0)))) for j in jobs]
+    assert predict(jobs, "lognormal-1.0", 4) == old
+
+
+@pytest.mark.parametrize(("model", "sigma"), [("noise-add-0.5", 0.5), ("noise-add-1.0", 1.0)])
+def test_additive_noise_has_sd_sigma_times_the_length(model: str, sigma: float) -> None:
+    """Issue 16: true length + N(0, (sigma * L)**2), rounded, at least 1."""
+    jobs = [Job(0.0, 1, 1000)] * 20_000
+    got = [p for p in predict(jobs, model, 3) if p is not None]
+    floored = sum(p == 1 for p in got) / len(got)
+    # The floor at 1 takes the draws below zero: P(Z < -1/sigma).
+    expected_floor = statistics.NormalDist().cdf(-1 / sigma)
+    assert floored == pytest.approx(expected_floor, abs=0.01)
+    unfloored = [p for p in got if p > 1]
+    if sigma == 0.5:  # the floor is rare: the mean and sd are those of the normal
+        assert statistics.fmean(got) == pytest.approx(1000, rel=0.01)
+        assert statistics.stdev(got) == pytest.approx(sigma * 1000, rel=0.05)
+    assert min(unfloored) >= 2
+    assert predict(jobs[:500], model, 3) != predict(jobs[:500], "lognormal-1.0", 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 100_000), min_size=1, max_size=50),
+    st.integers(0, 2**32),
+    st.sampled_from(["noise-add-0.5", "noise-add-1.0", "lognormal-0.5", "lognormal-1.0"]),
+)
+def test_noisy_predictions_are_never_below_one(lengths: list[int], seed: int, model: str) -> None:
+    jobs = [Job(0.0, 1, n) for n in lengths]
+    got = predict(jobs, model, seed)
+    assert all(type(p) is int and p >= 1 for p in got)
 
 
 def test_unknown_model_lists_the_known_ones() -> None:
     with pytest.raises(WorkloadError) as info:
         predict(JOBS, "noise-2.0", 1)
     assert info.value.code == "params"
-    assert str(info.value).startswith(
-        "expected a prediction model among exact, noise-0.5, noise-1.0, over, none, "
-        "found 'noise-2.0'"
+    assert str(info.value) == (
+        "expected a prediction model among exact, noise-add-0.5, noise-add-1.0, lognormal-0.5, "
+        "lognormal-1.0, over, none, found 'noise-2.0' [params]"
     )
+    with pytest.raises(WorkloadError) as info:
+        predict(JOBS, "noise-1.0", 1)
+    assert str(info.value).endswith("found 'noise-1.0' (now named 'lognormal-1.0') [params]")
     with pytest.raises(WorkloadError):
         predict(JOBS, "exact", 1.0)  # type: ignore[arg-type]
 

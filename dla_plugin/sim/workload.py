@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 
-# The prediction models (DLA.md "prediction error"): the true length, multiplicative
-# log-normal noise of log-sd 0.5 and 1.0, a systematic 50% over-estimate, and no prediction.
+# The prediction models (DLA.md "prediction error", in dla_plugin.sim.predict): the true length,
+# additive normal noise (sd 0.5 and 1.0 times the length), log-normal noise (log-sd 0.5 and
+# 1.0), a systematic 50% over-estimate, and no prediction.
 
 _MAX_JOBS = 10_000_000  # bound for synthetic(n): beyond it a trace is a mistake, not a workload
 _POISSON_CHUNK = 30.0  # Knuth's method is exact and fast for small means; larger ones are split
