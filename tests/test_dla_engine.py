@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from dla_plugin.contract import Candidate, PreemptionContext
 from dla_plugin.host import PreemptionController, builtin_victim
+from dla_plugin.selector import DlaVictimSelector
 from dla_plugin.sim.drive import requests
 from dla_plugin.sim.engine import BlockPoolEngine, SimRequest, blocks_for
+from dla_plugin.sim.steptime import ConstantStep, ProfiledStep
 
 
 def cand(
@@ -169,6 +171,102 @@ def test_admission_reserve_waits_for_the_predicted_blocks() -> None:
     engine2.add(replace(big))
     engine2.step()
     assert [r.request_id for r in engine2.running] == ["small"]  # 5 free < 6 required
+
+
+def test_the_reserve_never_stalls_an_idle_engine() -> None:
+    """Issue 16: when nothing runs and the head cannot be admitted under its reserve, it is
+    admitted by its prompt alone (a prediction beyond the whole pool, here)."""
+    engine = BlockPoolEngine(
+        PreemptionController(None), total_blocks=8, block_size=4, admission_reserve=True
+    )
+    over = SimRequest("over", 0.0, 4, 8, predicted_length=400)  # reserve: 101 blocks > 8
+    behind = SimRequest("behind", 0.0, 4, 4, predicted_length=4)
+    engine.add(over)
+    engine.add(behind)
+    engine.step()
+    # "over" by its prompt alone (2 blocks: its prompt and first token); then "behind",
+    # first come, first served, whose own reserve (2 blocks) fits the 6 left.
+    assert [r.request_id for r in engine.running] == ["over", "behind"]
+    assert engine.stats.reserve_bypasses == 1
+    assert over.num_output_tokens == 1  # it runs: the engine did not idle
+    while not engine.idle:
+        engine.step()
+    assert engine.stats.reserve_bypasses == 1  # once: afterwards something always ran
+
+
+def test_head_of_line_blocking_by_the_reserve_is_measured() -> None:
+    first = SimRequest("first", 0.0, 4, 12)  # no prediction: 2 blocks, growing to 4
+    head = SimRequest("head", 1.0, 4, 4, predicted_length=20)  # reserve: 6 blocks
+    queued = [SimRequest(f"q{i}", 2.0 + i, 4, 4) for i in range(3)]
+    engine2 = BlockPoolEngine(
+        PreemptionController(None),
+        total_blocks=7,
+        block_size=4,
+        admission_reserve=True,
+        step_model=ConstantStep(0.5),
+    )
+    for r in [first, head, *queued]:
+        engine2.add(r)
+    engine2.step()  # first runs; head's prompt (2 blocks) fits the 5 free, its reserve does not
+    assert [r.request_id for r in engine2.running] == ["first"]
+    assert engine2.stats.reserve_blocked_s == 0.5
+    assert engine2.stats.reserve_blocked_wait_s == 0.5 * 3  # three requests behind the head
+    assert engine2.stats.reserve_bypasses == 0
+    while not engine2.idle:
+        engine2.step()
+    # Blocked until first finished (12 output tokens, 12 steps): then admitted and done.
+    assert engine2.stats.reserve_blocked_s == pytest.approx(0.5 * 12)
+    assert engine2.stats.reserve_blocked_wait_s == pytest.approx(0.5 * 3 * 12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    blocks=st.integers(256, 512),
+    model=st.sampled_from(["exact", "lognormal-1.0", "noise-add-1.0", "over"]),
+)
+def test_the_engine_never_idles_with_work_waiting(seed: int, blocks: int, model: str) -> None:
+    engine = BlockPoolEngine(
+        PreemptionController(DlaVictimSelector(observer=None)),
+        total_blocks=blocks,
+        admission_reserve=True,
+    )
+    for r in take(seed, 80, model):
+        engine.add(r)
+    while not engine.idle:
+        waiting = len(engine.waiting)
+        computed = engine.stats.computed_tokens
+        engine.step()
+        # A step that began with work waiting computed something (a prefill at least).
+        assert not waiting or engine.stats.computed_tokens > computed
+
+
+def test_a_recomputed_prefill_costs_step_time_and_is_counted_as_wasted() -> None:
+    model = ProfiledStep()
+    engine = BlockPoolEngine(
+        PreemptionController(None), total_blocks=4, block_size=4, step_model=model
+    )
+    a = SimRequest("a", 0.0, 4, 8)
+    b = SimRequest("b", 1.0, 4, 8)
+    engine.add(a)
+    engine.add(b)
+    clock = engine.now
+    engine.step()  # both prefill 4 tokens: 2 blocks each; no wasted time
+    assert engine.now - clock == pytest.approx(model.seconds([4, 4], 0, 0))
+    assert engine.stats.wasted_s == 0.0
+    while not b.num_preemptions:
+        engine.step()
+    wasted_tokens = engine.stats.wasted_tokens
+    assert wasted_tokens > 0  # b's prompt and output so far
+    while b not in engine.running:  # b is re-admitted once a finishes
+        engine.step()
+    # The step that re-admitted b prefilled its prompt and output so far again; the part of
+    # that step's time due to it is counted as wasted.
+    assert engine.stats.wasted_s > 0
+    # It redid what was thrown away (its prefill also gave it one more token).
+    assert b.num_prompt_tokens + b.num_output_tokens - 1 == wasted_tokens
+    with_b = model.seconds([wasted_tokens], 0, 0)
+    assert engine.stats.wasted_s == pytest.approx(with_b)  # nothing else ran in that step
 
 
 def test_a_request_larger_than_the_pool_is_refused() -> None:

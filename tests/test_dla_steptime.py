@@ -125,3 +125,11 @@ def test_step_model_by_name() -> None:
         step_model("h100")
     with pytest.raises(ValueError, match="> 0 finite seconds"):
         ConstantStep(0.0)
+
+
+@given(st.integers(1, 1500), st.integers(0, 10**6), st.integers(0, 40))
+def test_decode_durations_are_the_steps_one_by_one(decodes: int, kv: int, steps: int) -> None:
+    """What the engine adds when it takes decode steps at once is exactly what step() adds."""
+    for model in (MODEL, ConstantStep(0.025)):
+        got = model.decode_durations(decodes, kv, steps)
+        assert got == [model.seconds((), decodes, kv + i * decodes) for i in range(steps)]

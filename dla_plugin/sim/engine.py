@@ -6,7 +6,19 @@ and first token in the step it is admitted, one output token per step after that
 that needs a new block when none is free makes the engine preempt a victim chosen by the
 :class:`~dla_plugin.host.PreemptionController`, in recompute mode: the victim's blocks are
 freed, its computed tokens are wasted (counted) and redone when it is admitted again, at the
-head of the queue. Time is the step number.
+head of the queue.
+
+Time: a step lasts what its :class:`~dla_plugin.sim.steptime.StepModel` says for what it
+computed (the prefills of the requests it admitted, recomputations included, and the decode
+batch with its KV cache); the clock (:attr:`BlockPoolEngine.now`, seconds) advances by it.
+The part of a step's time spent recomputing (the step with the recomputed prefills minus the
+step without them) is counted as wasted GPU time.
+
+The reserve never stalls the engine: when nothing is running and the head of the queue
+cannot be admitted under its reserve, it is admitted by its prompt alone (DLA.md's reserve
+with one exception, so that the engine never idles with work waiting). While the head waits
+only because of its reserve (its prompt would fit), the engine counts that time and the
+queue wait of the requests behind it: head-of-line blocking, measured.
 
 The driver (``python -m dla_plugin.drive``) runs this engine with the plugin inside a real
 process; the simulator builds on it. One rule for the victim: the policy object the plugin
@@ -21,6 +33,7 @@ from dataclasses import dataclass, field
 from dla_plugin.admission import blocks_needed
 from dla_plugin.contract import Candidate, PreemptionContext
 from dla_plugin.host import PreemptionController
+from dla_plugin.sim.steptime import ConstantStep, StepModel
 
 __all__ = ["BlockPoolEngine", "EngineStats", "SimRequest", "blocks_for"]
 
@@ -45,7 +58,10 @@ class SimRequest:
     num_computed_tokens: int = 0
     num_preemptions: int = 0
     blocks: int = 0
-    finished_at: float | None = None
+    first_admitted_at: float | None = None  # clock (s) at the start of its first step
+    finished_at: float | None = None  # clock (s) at the end of the step of its last token
+    finished_step: int | None = None  # the number of that step, from 1
+    prefilled_in: int = -1  # the step that last prefilled it
 
     def candidate(self) -> Candidate:
         """The host-contract view the policy sees (without the true output length)."""
@@ -64,7 +80,7 @@ class SimRequest:
 
 @dataclass
 class EngineStats:
-    """Counts of what the engine did."""
+    """Counts of what the engine did (times in seconds of the engine's clock)."""
 
     steps: int = 0
     admitted: int = 0
@@ -73,11 +89,18 @@ class EngineStats:
     wasted_output_tokens: int = 0  # the part of them that was output (decode), not prompt
     computed_tokens: int = 0
     output_tokens: int = 0
+    busy_s: float = 0.0  # the steps' durations, summed
+    wasted_s: float = 0.0  # the part of them spent recomputing preempted requests
+    decodes: int = 0  # requests that decoded a token, summed over steps
+    reserve_bypasses: int = 0  # heads admitted by their prompt alone on an idle engine
+    reserve_blocked_s: float = 0.0  # time the head waited only because of its reserve
+    reserve_blocked_wait_s: float = 0.0  # queue wait of the requests behind it meanwhile
     finished: list[SimRequest] = field(default_factory=list)
 
 
 class BlockPoolEngine:
-    """Continuous batching over ``total_blocks`` blocks of ``block_size`` tokens."""
+    """Continuous batching over ``total_blocks`` blocks of ``block_size`` tokens, timed by
+    ``step_model`` (default: a constant 25 ms step)."""
 
     def __init__(
         self,
@@ -87,6 +110,7 @@ class BlockPoolEngine:
         block_size: int = 16,
         admission_reserve: bool = False,
         scheduling_policy: str = "fcfs",
+        step_model: StepModel | None = None,
     ) -> None:
         if total_blocks < 1 or block_size < 1:
             raise ValueError(
@@ -99,15 +123,21 @@ class BlockPoolEngine:
         self.block_size = block_size
         self.admission_reserve = admission_reserve
         self.scheduling_policy = scheduling_policy
+        self.step_model: StepModel = step_model or ConstantStep(0.025)
         self.free_blocks = total_blocks
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.stats = EngineStats()
+        self.clock_s = 0.0
+        # What the step being taken computed (filled by _admit and step).
+        self._prefills: list[int] = []
+        self._recomputed: list[int] = []
+        self._blocked_behind = -1  # requests behind a head the reserve blocks; -1: none
 
     @property
     def now(self) -> float:
-        """The current time: the number of steps taken."""
-        return float(self.stats.steps)
+        """The current time in seconds: the start of the next step."""
+        return self.clock_s
 
     def add(self, request: SimRequest) -> None:
         """Queue a new request.
@@ -131,9 +161,7 @@ class BlockPoolEngine:
         required = now
         if self.admission_reserve and req.predicted_length is not None:
             # DLA.md "Admission reserve", as the plugin ships it (one implementation).
-            reserve = blocks_needed(req, self.block_size)
-            # A reserve beyond the pool would never be met: then the pool must be empty.
-            required = max(now, min(reserve, self.total_blocks))
+            required = max(now, blocks_needed(req, self.block_size))
         return now, required
 
     def _admit(self) -> None:
@@ -141,13 +169,25 @@ class BlockPoolEngine:
             req = self.waiting[0]
             allocate, required = self._admission_blocks(req)
             if self.free_blocks < required:
-                return  # first come, first served: the head waits, and so do the others
+                if self.running or self.free_blocks < allocate:
+                    # First come, first served: the head waits, and so do the others.
+                    if self.free_blocks >= allocate:  # its prompt fits: the reserve blocks
+                        self._blocked_behind = len(self.waiting) - 1
+                    return
+                # Nothing runs: the reserve must not stall the engine; the prompt fits.
+                self.stats.reserve_bypasses += 1
             self.waiting.popleft()
             self.free_blocks -= allocate
             req.blocks = allocate
             # Prefill (again, after a preemption): the prompt and the output so far.
             req.num_computed_tokens = req.num_prompt_tokens + req.num_output_tokens
             self.stats.computed_tokens += req.num_computed_tokens
+            self._prefills.append(req.num_computed_tokens)
+            if req.num_preemptions:
+                self._recomputed.append(req.num_computed_tokens)
+            req.prefilled_in = self.stats.steps
+            if req.first_admitted_at is None:
+                req.first_admitted_at = self.clock_s
             self.running.append(req)
             self.stats.admitted += 1
 
@@ -169,7 +209,7 @@ class BlockPoolEngine:
             scheduling_policy=self.scheduling_policy,
             requesting_request_id=requesting.request_id,
             kv_cache_usage=1.0 - self.free_blocks / self.total_blocks,
-            now=self.now,
+            now=self.clock_s,
         )
         victim_id = self.controller.choose(context)
         return next(r for r in self.running if r.request_id == victim_id)
@@ -189,34 +229,141 @@ class BlockPoolEngine:
         return True
 
     def step(self) -> None:
-        """One engine step: admit, then one token for every running request."""
+        """One engine step: admit, then one token for every running request; the clock
+        advances by the step's duration."""
+        self._prefills.clear()
+        self._recomputed.clear()
+        self._blocked_behind = -1
         self._admit()
+        step = self.stats.steps
+        size = self.block_size
+        decodes = decode_kv = produced = 0
+        done: list[SimRequest] = []
         for req in list(self.running):
-            if req.blocks == 0:  # preempted earlier in this step (a running request has blocks)
+            blocks = req.blocks
+            if blocks == 0:  # preempted earlier in this step (a running request has blocks)
                 continue
-            if not self._grow(req):
+            computed = req.num_computed_tokens
+            # A new block is needed when the next token does not fit the ones it holds.
+            if computed >= blocks * size and not self._grow(req):
                 continue
-            req.num_computed_tokens += 1
+            if req.prefilled_in != step:  # its prefill already gave it this step's token
+                decodes += 1
+                decode_kv += computed
+            req.num_computed_tokens = computed + 1
             req.num_output_tokens += 1
-            self.stats.computed_tokens += 1
-            self.stats.output_tokens += 1
+            produced += 1
             if req.num_output_tokens >= req.output_length:
                 self.running.remove(req)
                 self.free_blocks += req.blocks
                 req.blocks = 0
-                req.finished_at = self.now + 1
-                self.stats.finished.append(req)
+                done.append(req)
+        self.stats.computed_tokens += produced
+        self.stats.output_tokens += produced
+        model = self.step_model
+        seconds = model.seconds(self._prefills, decodes, decode_kv)
+        if self._recomputed:
+            fresh = list(self._prefills)
+            for tokens in self._recomputed:
+                fresh.remove(tokens)
+            self.stats.wasted_s += seconds - model.seconds(fresh, decodes, decode_kv)
+        if self._blocked_behind >= 0:
+            self.stats.reserve_blocked_s += seconds
+            self.stats.reserve_blocked_wait_s += seconds * self._blocked_behind
+        self.stats.busy_s += seconds
+        self.stats.decodes += decodes
+        self.clock_s += seconds
         self.stats.steps += 1
+        for req in done:
+            req.finished_at = self.clock_s
+            req.finished_step = self.stats.steps
+            self.stats.finished.append(req)
 
-    def skip_to(self, step: int) -> None:
-        """Jump an idle engine's clock forward to ``step`` (nothing happens in between).
+    def _demand(self, steps: int) -> int:
+        """Blocks the running requests allocate over ``steps`` more decode steps."""
+        size, total = self.block_size, 0
+        for req in self.running:
+            first = req.blocks * size - req.num_computed_tokens + 1  # the step of its next block
+            if steps >= first:
+                total += 1 + (steps - first) // size
+        return total
+
+    def _last_within(self, steps: int, limit: int) -> int:
+        """The most steps (<= ``steps``) whose block demand stays within ``limit``."""
+        low, high = 0, steps
+        while low < high:
+            mid = (low + high + 1) // 2
+            if self._demand(mid) <= limit:
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
+    def decode_steps(self, until: float) -> int:
+        """Take, at once, the steps that only decode: while nothing is admitted, finishes,
+        is preempted or changes how the queue's head waits, and each step starts before
+        ``until`` (the next arrival). The state, the counts and the clock end exactly as
+        :meth:`step` would leave them, step by step (the same durations, added in the same
+        order). Returns the steps taken; 0 when the next step is not such a step.
+        """
+        running = self.running
+        if not running:
+            return 0
+        head_blocked = -1  # the requests behind a head its reserve blocks; -1: none
+        class_limit = self.free_blocks
+        if self.waiting:
+            allocate, required = self._admission_blocks(self.waiting[0])
+            if self.free_blocks >= required:
+                return 0  # the next step admits
+            if self.free_blocks >= allocate:
+                head_blocked = len(self.waiting) - 1
+                # Stay within the steps at whose start the head's prompt still fits.
+                class_limit = self.free_blocks - allocate
+        steps = min(r.output_length - r.num_output_tokens for r in running) - 1
+        if steps <= 0:
+            return 0
+        if self._demand(steps) > self.free_blocks:
+            steps = self._last_within(steps, self.free_blocks)  # no step runs out of blocks
+        if head_blocked >= 0 and self._demand(steps - 1) > class_limit:
+            steps = min(steps, self._last_within(steps, class_limit) + 1)
+        batch = len(running)
+        kv = sum(r.num_computed_tokens for r in running)
+        stats, clock = self.stats, self.clock_s
+        taken = 0
+        for seconds in self.step_model.decode_durations(batch, kv, steps):
+            if clock >= until:
+                break
+            if head_blocked >= 0:
+                stats.reserve_blocked_s += seconds
+                stats.reserve_blocked_wait_s += seconds * head_blocked
+            stats.busy_s += seconds
+            clock += seconds
+            taken += 1
+        if not taken:
+            return 0
+        self.free_blocks -= self._demand(taken)
+        size = self.block_size
+        for req in running:
+            computed = req.num_computed_tokens + taken
+            req.num_computed_tokens = computed
+            req.num_output_tokens += taken
+            req.blocks = max(req.blocks, -(-computed // size))
+        stats.computed_tokens += batch * taken
+        stats.output_tokens += batch * taken
+        stats.decodes += batch * taken
+        stats.steps += taken
+        self.clock_s = clock
+        return taken
+
+    def wait_until(self, seconds: float) -> None:
+        """Move an idle engine's clock forward to ``seconds`` (nothing happens meanwhile).
 
         Raises:
-            ValueError: when the engine is not idle or ``step`` is in the past.
+            ValueError: when the engine is not idle or ``seconds`` is in the past.
         """
-        if not self.idle or step < self.stats.steps:
-            raise ValueError(f"expected an idle engine and a step >= {self.stats.steps}")
-        self.stats.steps = step
+        if not self.idle or seconds < self.clock_s:
+            raise ValueError(f"expected an idle engine and a time >= {self.clock_s}")
+        self.clock_s = seconds
 
     @property
     def idle(self) -> bool:

@@ -1,93 +1,67 @@
-"""``python -m dla_plugin.sim``: run the policies over seeds and prediction models, print a
-table (mean ± standard deviation over seeds, and the change against LIFO), optionally plot."""
+"""``python -m dla_plugin.sim``: run the policies over seeds and prediction models, print
+tables (mean ± standard deviation over seeds, and the change against LIFO), optionally write
+every run's figures as JSON and plot."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import math
+import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from dla_plugin.sim.engine import blocks_for
 from dla_plugin.sim.predict import PREDICTIONS, predict
-from dla_plugin.sim.simulate import POLICIES, RunResult, SimConfig, percentile, simulate
+from dla_plugin.sim.runs import (
+    HOL_METRICS,
+    METRICS,
+    Cell,
+    Study,
+    distinct,
+    run_all,
+    spread,
+    summarize,
+)
+from dla_plugin.sim.simulate import POLICIES, SimConfig
+from dla_plugin.sim.steptime import STEP_MODELS, step_model
+from dla_plugin.sim.trace import Trace, load_trace
 from dla_plugin.sim.workload import Job, SyntheticParams, WorkloadError, load_burstgpt, synthetic
 
-__all__ = ["METRICS", "Cell", "main", "metrics", "summarize"]
+__all__ = ["format_table", "main"]
 
-#: (key, label, unit): what the table reports for each run.
-METRICS = (
-    ("jct_p50", "JCT p50", "s"),
-    ("jct_p99", "JCT p99", "s"),
-    ("preemptions", "preemptions", ""),
-    ("wasted", "wasted tokens", ""),
-    ("wasted_output", "of which output", ""),
-    ("throughput", "throughput", "tok/s"),
-)
+TRACE_MODEL = "trace"  #: the prediction model that reads a trace's predicted_decode_tokens
 
 
-def metrics(run: RunResult) -> dict[str, float]:
-    """The table's figures of one run."""
-    return {
-        "jct_p50": percentile(run.jct_s, 50),
-        "jct_p99": percentile(run.jct_s, 99),
-        "preemptions": float(run.total_preemptions),
-        "wasted": float(run.wasted_tokens),
-        "wasted_output": float(run.wasted_output_tokens),
-        "throughput": run.throughput,
-    }
+def _figure(unit: str, value: float) -> str:
+    if unit == "s":
+        return f"{value:,.2f}"
+    return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
 
 
-@dataclass
-class Cell:
-    """One (prediction model, policy): a figure per seed, and its change against LIFO."""
-
-    values: dict[str, list[float]] = field(default_factory=dict)
-    changes: dict[str, list[float]] = field(default_factory=dict)  # per seed, in percent
-
-
-def summarize(
-    runs: dict[tuple[str, str, int], RunResult],
-) -> dict[tuple[str, str], Cell]:
-    """Cells keyed by (prediction model, policy) from runs keyed by (model, policy, seed)."""
-    cells: dict[tuple[str, str], Cell] = {}
-    for (model, policy, seed), run in runs.items():
-        cell = cells.setdefault((model, policy), Cell())
-        base = metrics(runs[(model, "lifo", seed)])
-        for key, value in metrics(run).items():
-            cell.values.setdefault(key, []).append(value)
-            change = 100.0 * (value - base[key]) / base[key] if base[key] else 0.0
-            cell.changes.setdefault(key, []).append(change)
-    return cells
-
-
-def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
-def _figure(key: str, value: float) -> str:
-    return f"{value:.2f}" if key.startswith("jct") else f"{value:,.0f}"
-
-
-def format_table(cells: dict[tuple[str, str], Cell], seeds: int) -> str:
-    """The table: one line per (model, policy), each metric as mean ± sd and its change."""
+def format_table(
+    cells: dict[tuple[str, str], Cell],
+    seeds: int,
+    columns: Sequence[tuple[str, str, str]] = METRICS,
+) -> str:
+    """A table: one line per (model, policy), each figure as mean ± sd and its change."""
     header = ["predictions", "policy"] + [
-        f"{label}{f' ({unit})' if unit else ''}" for _, label, unit in METRICS
+        f"{label}{f' ({unit})' if unit else ''}" for _, label, unit in columns
     ]
     lines = [header]
     models = list(dict.fromkeys(m for m, _ in cells))  # in the order they were run
     for model, policy in ((m, p) for m in models for p in POLICIES):
         cell = cells[(model, policy)]
         row = [model, policy]
-        for key, _, _ in METRICS:
-            mean, sd = _mean_sd(cell.values[key])
-            text = f"{_figure(key, mean)} ± {_figure(key, sd)}"
-            if policy != "lifo":
-                cmean, csd = _mean_sd(cell.changes[key])
+        for key, _, unit in columns:
+            mean, sd = spread(cell.values[key])
+            text = f"{_figure(unit, mean)} ± {_figure(unit, sd)}"
+            changes = cell.changes[key]
+            if policy != "lifo" and not any(math.isnan(c) for c in changes):
+                cmean, csd = spread(changes)
                 text += f" ({cmean:+.0f}% ± {csd:.0f})"
             row.append(text)
         lines.append(row)
@@ -115,8 +89,8 @@ def plot(cells: dict[tuple[str, str], Cell], path: Path) -> None:
     for ax, (key, label, _) in zip(axes[0], METRICS, strict=True):
         width = 0.8 / len(policies)
         for j, policy in enumerate(policies):
-            means = [_mean_sd(cells[(m, policy)].changes[key])[0] for m in models]
-            sds = [_mean_sd(cells[(m, policy)].changes[key])[1] for m in models]
+            means = [spread(cells[(m, policy)].changes[key])[0] for m in models]
+            sds = [spread(cells[(m, policy)].changes[key])[1] for m in models]
             xs = [i + j * width for i in range(len(models))]
             ax.bar(xs, means, width, yerr=sds, label=policy)
         ax.axhline(0, color="black", linewidth=0.8)
@@ -130,7 +104,7 @@ def plot(cells: dict[tuple[str, str], Cell], path: Path) -> None:
 
 
 class _Progress:
-    """A progress bar on standard error (one line per run when it is not a terminal)."""
+    """Progress on standard error: a bar on a terminal, else one line per run."""
 
     def __init__(self, total_runs: int, jobs: int, stream: TextIO, enabled: bool) -> None:
         self.total, self.jobs, self.stream, self.enabled = total_runs, jobs, stream, enabled
@@ -149,7 +123,7 @@ class _Progress:
         )
         self.stream.flush()
 
-    def run_done(self, label: str) -> None:
+    def run_done(self, key: tuple[str, str, int]) -> None:
         self.done += 1
         if not self.enabled:
             return
@@ -159,7 +133,10 @@ class _Progress:
                 self.stream.write("\n")
         else:
             elapsed = time.monotonic() - self.start
-            self.stream.write(f"run {self.done}/{self.total} {label} ({elapsed:.0f} s)\n")
+            model, policy, seed = key
+            self.stream.write(
+                f"run {self.done}/{self.total} {model} seed {seed} {policy} ({elapsed:.0f} s)\n"
+            )
         self.stream.flush()
 
 
@@ -169,14 +146,23 @@ def _parser() -> argparse.ArgumentParser:
         description="Does DLA pay off? Run LIFO, DLA victim and DLA victim + admission "
         "reserve over a trace, for several seeds and prediction models.",
     )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--burstgpt", type=Path, help="a BurstGPT CSV file instead of synthetic")
+    source.add_argument(
+        "--trace",
+        type=Path,
+        help="a trace CSV (arrived_at,num_prefill_tokens,num_decode_tokens"
+        "[,predicted_decode_tokens]) instead of synthetic; --seeds then vary only the "
+        "prediction noise",
+    )
     parser.add_argument("--requests", type=int, default=10_000, help="jobs per trace")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N (at least 3 for sd)")
     parser.add_argument(
         "--predictions",
         default="exact",
-        help=f"comma-separated models from {', '.join(PREDICTIONS)}, or 'all'",
+        help=f"comma-separated models from {', '.join(PREDICTIONS)} (and '{TRACE_MODEL}': "
+        "the trace's predicted_decode_tokens), or 'all'",
     )
-    parser.add_argument("--burstgpt", type=Path, help="a BurstGPT CSV file instead of synthetic")
     parser.add_argument("--model", help="with --burstgpt: keep only this Model")
     parser.add_argument(
         "--rate",
@@ -188,10 +174,18 @@ def _parser() -> argparse.ArgumentParser:
         "--blocks", type=int, default=SimConfig().total_blocks, help="KV blocks of 16 tokens"
     )
     parser.add_argument(
-        "--step-ms",
-        type=float,
-        default=SimConfig().step_s * 1000,
-        help="duration of one engine step",
+        "--step-model",
+        choices=STEP_MODELS,
+        default=STEP_MODELS[0],
+        help="how long a step lasts: profiled A100 80 GB / Llama-2-7B timings (default), or "
+        "constant (--step-ms, 25 by default)",
+    )
+    parser.add_argument("--step-ms", type=float, help="with --step-model constant: a step's ms")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="runs in parallel processes (default: the CPUs)",
     )
     parser.add_argument("--plot", type=Path, help="draw the comparison (needs ecpa[plot])")
     parser.add_argument("--json", type=Path, help="write every run's figures as JSON")
@@ -199,62 +193,113 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(message: str) -> int:
+    print(f"sim: {message}", file=sys.stderr)
+    return 2
+
+
+def _models(asked: str, trace: Trace | None) -> list[str]:
+    known = list(PREDICTIONS)
+    if trace is not None and trace.predicted is not None:
+        known.insert(1, TRACE_MODEL)
+    if asked == "all":
+        return known
+    models = asked.split(",")
+    for unknown in (m for m in models if m not in known):
+        if unknown == TRACE_MODEL:
+            raise WorkloadError(
+                "params",
+                f"{TRACE_MODEL!r} with a trace that has a predicted_decode_tokens column",
+                "a trace without it" if trace is not None else "no --trace",
+            )
+        predict([], unknown, 1)  # raises: the message for a renamed or an unknown model
+    return models
+
+
+def _check_fits(jobs: list[Job], trace: Trace | None, where: str, config: SimConfig) -> None:
+    tokens = config.total_blocks * config.block_size
+    for i, job in enumerate(jobs):
+        total = job.prompt_tokens + job.output_tokens
+        if blocks_for(total, config.block_size) > config.total_blocks:
+            line = f":{trace.lines[i]}" if trace is not None else f" (job {i + 1})"
+            raise WorkloadError(
+                "params",
+                f"requests of at most {tokens} tokens, the pool of --blocks "
+                f"{config.total_blocks} (a request must fit the pool alone)",
+                f"{total} tokens at {where}{line}",
+            )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the simulator; exit 0, or 2 for bad arguments or a bad trace file."""
     args = _parser().parse_args(argv)
-    models = list(PREDICTIONS) if args.predictions == "all" else args.predictions.split(",")
-    unknown = [m for m in models if m not in PREDICTIONS]
-    if unknown or args.requests < 1 or args.seeds < 1 or args.blocks < 256 or args.step_ms <= 0:
-        print(
-            f"sim: expected --predictions from {PREDICTIONS} (found {unknown or 'ok'}), "
-            "--requests >= 1, --seeds >= 1, --blocks >= 256, --step-ms > 0",
-            file=sys.stderr,
-        )
-        return 2
-    config = SimConfig(total_blocks=args.blocks, step_s=args.step_ms / 1000)
-    traces: dict[int, list[Job]] = {}
+    if args.requests < 1 or args.seeds < 1 or args.blocks < 256 or args.jobs < 1:
+        return _fail("expected --requests >= 1, --seeds >= 1, --blocks >= 256, --jobs >= 1")
+    if args.step_model == "constant" and args.step_ms is None:
+        args.step_ms = 25.0
     try:
-        for seed in range(1, args.seeds + 1):
-            if args.burstgpt is not None:  # one real trace; seeds vary the predictions
-                traces[seed] = traces.get(1) or load_burstgpt(
-                    args.burstgpt, limit=args.requests, model=args.model
-                )
-            else:
-                params = SyntheticParams(rate_per_s=args.rate)
-                traces[seed] = synthetic(args.requests, seed, params)
+        model = step_model(args.step_model, args.step_ms)
+    except ValueError as exc:
+        return _fail(str(exc))
+    config = SimConfig(total_blocks=args.blocks, step_model=model)
+    trace: Trace | None = None
+    traces: dict[int, list[Job]] = {}
+    seeds = range(1, args.seeds + 1)
+    try:
+        if args.trace is not None:  # one real trace; seeds vary the predictions
+            trace = load_trace(args.trace, limit=args.requests)
+            traces = dict.fromkeys(seeds, trace.jobs)
+            source = f"trace {args.trace}"
+        elif args.burstgpt is not None:
+            jobs = load_burstgpt(args.burstgpt, limit=args.requests, model=args.model)
+            traces = dict.fromkeys(seeds, jobs)
+            source = f"BurstGPT {args.burstgpt}"
+        else:
+            params = SyntheticParams(rate_per_s=args.rate)
+            traces = {seed: synthetic(args.requests, seed, params) for seed in seeds}
+            source = f"synthetic, rate {args.rate}/s"
+        models = _models(args.predictions, trace)
+        for seed, jobs in traces.items():
+            _check_fits(jobs, trace, str(args.trace or args.burstgpt or f"seed {seed}"), config)
+        predictions: dict[tuple[str, int], list[int | None]] = {}
+        for m in models:
+            for seed, jobs in traces.items():
+                if m == TRACE_MODEL and trace is not None and trace.predicted is not None:
+                    predictions[(m, seed)] = list(trace.predicted)
+                else:
+                    predictions[(m, seed)] = predict(jobs, m, seed)
     except WorkloadError as exc:
-        print(f"sim: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
     if args.plot is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("sim: --plot needs matplotlib: pip install 'ecpa[plot]'", file=sys.stderr)
-            return 2
+            return _fail("--plot needs matplotlib: pip install 'ecpa[plot]'")
+    study = Study(traces, predictions, config)
     n_jobs = len(traces[1])
-    progress = _Progress(
-        len(models) * args.seeds * len(POLICIES), n_jobs, sys.stderr, not args.quiet
-    )
-    runs: dict[tuple[str, str, int], RunResult] = {}
-    for model in models:
-        for seed, jobs in traces.items():
-            predictions = predict(jobs, model, seed)
-            for policy in POLICIES:
-                runs[(model, policy, seed)] = simulate(
-                    jobs, predictions, policy, config, progress=progress.update
-                )
-                progress.run_done(f"{model} seed {seed} {policy}")
+    total = len(distinct(study))
+    progress = _Progress(total, n_jobs, sys.stderr, not args.quiet)
+    workers = min(args.jobs, total)
+    runs = run_all(study, workers=workers, done=progress.run_done, progress=progress.update)
     cells = summarize(runs)
-    source = f"BurstGPT {args.burstgpt}" if args.burstgpt else f"synthetic, rate {args.rate}/s"
+    step = (
+        f"a step lasts {args.step_ms:g} ms"
+        if args.step_model == "constant"
+        else f"step time profiled ({args.step_model})"
+    )
     print(
         f"{n_jobs} jobs ({source}); {config.total_blocks} blocks of {config.block_size} "
-        f"tokens; a step is {config.step_s * 1000:g} ms"
+        f"tokens; {step}"
     )
     print(format_table(cells, args.seeds))
+    print()
+    print("Queue and head-of-line blocking of the reserve:")
+    print(format_table(cells, args.seeds, HOL_METRICS))
     if args.json is not None:
         doc = [
-            {"predictions": m, "policy": p, "seed": s, **metrics(r)}
-            for (m, p, s), r in sorted(runs.items())
+            {"predictions": m, "policy": p, "seed": s, "step_model": args.step_model}
+            | runs[(m, p, s)]
+            for m, p, s in study.order()
         ]
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
     if args.plot is not None:

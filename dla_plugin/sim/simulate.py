@@ -10,9 +10,10 @@ the rule):
 - ``dla``: the DLA victim selector;
 - ``dla+reserve``: the DLA victim selector and the admission reserve.
 
-Time: one engine step computes one token for every running request and lasts ``step_s``
-seconds (25 ms by default); a job arriving at ``t`` seconds joins the queue at step
-``floor(t / step_s)``. Runs are deterministic for a trace and its predictions.
+Time: a step lasts what the configured step model (:mod:`dla_plugin.sim.steptime`; by default
+the profiled A100 / Llama-2-7B model) says for what it computed; a job arriving at ``t``
+seconds joins the queue at the first step that starts at or after ``t`` (an idle engine waits
+for it). Runs are deterministic for a trace and its predictions.
 Run ``python -m dla_plugin.sim --help``.
 """
 
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dla_plugin.host import PreemptionController, VictimPolicy
 from dla_plugin.selector import DlaVictimSelector
 from dla_plugin.sim.engine import BlockPoolEngine, SimRequest
+from dla_plugin.sim.steptime import ProfiledStep, StepModel
 from dla_plugin.sim.workload import Job
 
 __all__ = ["POLICIES", "RunResult", "SimConfig", "percentile", "simulate"]
@@ -38,23 +40,30 @@ class SimConfig:
 
     total_blocks: int = 2048  # 32,768 tokens of KV cache at 16 tokens a block
     block_size: int = 16
-    step_s: float = 0.025
+    step_model: StepModel = field(default_factory=ProfiledStep)
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """One policy's run of one trace."""
+    """One policy's run of one trace (times in seconds)."""
 
     policy: str
     jct_s: tuple[float, ...]  # per job, in trace order: finish time - arrival time
-    finish_steps: tuple[int, ...]  # per job: the step it finished (for exact comparisons)
+    queue_s: tuple[float, ...]  # per job: first admission - arrival (its wait in the queue)
+    finish_s: tuple[float, ...]  # per job: when it finished (for exact comparisons)
     preemptions: tuple[int, ...]  # per job
     wasted_tokens: int  # computed tokens thrown away by preemptions (recomputed later)
     wasted_output_tokens: int  # the output (decode) part of them
     computed_tokens: int
     output_tokens: int
+    wasted_s: float  # step time spent recomputing preempted requests
+    busy_s: float  # step time, summed
     makespan_s: float  # first arrival to last finish
     steps: int
+    decodes: int  # requests that decoded a token, summed over steps
+    reserve_bypasses: int  # heads admitted by their prompt alone on an idle engine
+    reserve_blocked_s: float  # time a head waited only because of its reserve
+    reserve_blocked_wait_s: float  # queue wait of the requests behind it meanwhile
 
     @property
     def total_preemptions(self) -> int:
@@ -65,6 +74,11 @@ class RunResult:
     def throughput(self) -> float:
         """Output tokens per second of the run."""
         return self.output_tokens / self.makespan_s if self.makespan_s > 0 else 0.0
+
+    @property
+    def mean_decode_batch(self) -> float:
+        """Requests decoding a token in a step, on average over the steps."""
+        return self.decodes / self.steps if self.steps else 0.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -96,9 +110,12 @@ def simulate(
     config: SimConfig = SimConfig(),
     *,
     progress: Callable[[int], None] | None = None,
+    batch_decodes: bool = True,
 ) -> RunResult:
     """Run ``jobs`` (with ``predictions``, one per job) under ``policy`` until every job
     has finished. ``progress`` is called with the number of finished jobs now and then.
+    ``batch_decodes`` takes runs of decode-only steps at once
+    (:meth:`~dla_plugin.sim.engine.BlockPoolEngine.decode_steps`; the same result, faster).
 
     Raises:
         ValueError: for an unknown policy, predictions of another length, or a job that
@@ -112,42 +129,54 @@ def simulate(
         total_blocks=config.total_blocks,
         block_size=config.block_size,
         admission_reserve=reserve,
+        step_model=config.step_model,
     )
     requests = [
         SimRequest(f"job-{i}", float(i), job.prompt_tokens, job.output_tokens, predicted)
         for i, (job, predicted) in enumerate(zip(jobs, predictions, strict=True))
     ]
     # arrival_time is the job's index: the engine orders ties by it, and it is unique.
-    arrivals = [math.floor(job.arrival_s / config.step_s) for job in jobs]
+    arrivals = [job.arrival_s for job in jobs]
     order = sorted(range(len(jobs)), key=lambda i: (arrivals[i], i))
     finished = engine.stats.finished
     nxt = 0
     while nxt < len(order) or not engine.idle:
-        if engine.idle and nxt < len(order):
-            engine.skip_to(max(engine.stats.steps, arrivals[order[nxt]]))
-        while nxt < len(order) and arrivals[order[nxt]] <= engine.stats.steps:
+        if engine.idle and arrivals[order[nxt]] > engine.now:
+            engine.wait_until(arrivals[order[nxt]])
+        while nxt < len(order) and arrivals[order[nxt]] <= engine.now:
             engine.add(requests[order[nxt]])
             nxt += 1
-        engine.step()
-        if progress is not None and engine.stats.steps % 2000 == 0:
+        until = arrivals[order[nxt]] if nxt < len(order) else math.inf
+        before = engine.stats.steps
+        if not (batch_decodes and engine.decode_steps(until)):
+            engine.step()
+        if progress is not None and engine.stats.steps // 2000 != before // 2000:
             progress(len(finished))
     if progress is not None:
         progress(len(finished))
-    step_s = config.step_s
-    ends = [req.finished_at for req in requests]
-    assert all(end is not None for end in ends)  # the loop runs until every job finished
-    finish = [int(end or 0) for end in ends]
-    jct = tuple((f - arrivals[i]) * step_s for i, f in enumerate(finish))
-    first = min(arrivals) if arrivals else 0
+    finish = [req.finished_at for req in requests]
+    admitted = [req.first_admitted_at for req in requests]
+    # The loop runs until every job finished (so each was admitted).
+    assert all(f is not None for f in finish)
+    assert all(a is not None for a in admitted)
+    ends = [f or 0.0 for f in finish]
+    stats = engine.stats
     return RunResult(
         policy=policy,
-        jct_s=jct,
-        finish_steps=tuple(finish),
+        jct_s=tuple(end - arrival for end, arrival in zip(ends, arrivals, strict=True)),
+        queue_s=tuple((a or 0.0) - arrival for a, arrival in zip(admitted, arrivals, strict=True)),
+        finish_s=tuple(ends),
         preemptions=tuple(req.num_preemptions for req in requests),
-        wasted_tokens=engine.stats.wasted_tokens,
-        wasted_output_tokens=engine.stats.wasted_output_tokens,
-        computed_tokens=engine.stats.computed_tokens,
-        output_tokens=engine.stats.output_tokens,
-        makespan_s=(max(finish, default=0) - first) * step_s,
-        steps=engine.stats.steps,
+        wasted_tokens=stats.wasted_tokens,
+        wasted_output_tokens=stats.wasted_output_tokens,
+        computed_tokens=stats.computed_tokens,
+        output_tokens=stats.output_tokens,
+        wasted_s=stats.wasted_s,
+        busy_s=stats.busy_s,
+        makespan_s=max(ends, default=0.0) - min(arrivals, default=0.0),
+        steps=stats.steps,
+        decodes=stats.decodes,
+        reserve_bypasses=stats.reserve_bypasses,
+        reserve_blocked_s=stats.reserve_blocked_s,
+        reserve_blocked_wait_s=stats.reserve_blocked_wait_s,
     )

@@ -66,6 +66,12 @@ class StepModel(Protocol):
         """The step's duration in seconds (0.0 for a step that computed nothing)."""
         ...
 
+    def decode_durations(self, decodes: int, decode_kv: int, steps: int) -> list[float]:
+        """The durations of ``steps`` steps that only decode, ``decodes`` requests each, the
+        KV cache growing by ``decodes`` tokens a step: element ``i`` is exactly
+        ``seconds((), decodes, decode_kv + i * decodes)``."""
+        ...
+
 
 class ConstantStep:
     """Every step that computes something lasts ``step_s`` seconds."""
@@ -81,6 +87,10 @@ class ConstantStep:
         """``step_s``, or 0.0 when the step computed nothing."""
         del decode_kv
         return self.step_s if prefills or decodes else 0.0
+
+    def decode_durations(self, decodes: int, decode_kv: int, steps: int) -> list[float]:
+        """``steps`` times ``step_s`` (as :meth:`StepModel.decode_durations`)."""
+        return [self.seconds((), decodes, decode_kv)] * max(steps, 0)
 
 
 def fit_relative(rows: Sequence[tuple[Sequence[float], float]]) -> tuple[float, ...]:
@@ -167,11 +177,26 @@ class ProfiledStep:
         ms = e0 + e1 * math.sqrt(squares) + e2 * squares
         return ms * (1 + _BATCHING_OVERHEAD) if len(prefills) > 1 else ms
 
+    def decode_durations(self, decodes: int, decode_kv: int, steps: int) -> list[float]:
+        """As :meth:`StepModel.decode_durations`: the arithmetic of :meth:`seconds`, in a loop."""
+        if not 0 < decodes < _FAST_BATCH:
+            return [self.seconds((), decodes, decode_kv + i * decodes) for i in range(steps)]
+        a, b, c = self.decode_coef
+        linear, layers = self._decode_linear[decodes], self.layers
+        base = a + b * decodes
+        out = []
+        for i in range(steps):
+            attention = base + c * (decode_kv + i * decodes)
+            if decodes > 1:
+                attention *= 1 + _BATCHING_OVERHEAD
+            out.append((linear + attention) * layers / 1000.0)
+        return out
+
     def seconds(self, prefills: Sequence[int], decodes: int, decode_kv: int) -> float:
         """The step's duration: the per-layer times summed, times the layers, in seconds."""
         if not prefills and 0 < decodes < _FAST_BATCH:  # the common step, kept cheap
             a, b, c = self.decode_coef
-            attention = a + b * decodes + c * decode_kv
+            attention = (a + b * decodes) + c * decode_kv
             if decodes > 1:
                 attention *= 1 + _BATCHING_OVERHEAD
             return (self._decode_linear[decodes] + attention) * self.layers / 1000.0
