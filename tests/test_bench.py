@@ -118,3 +118,21 @@ def test_instruction_bench_names_its_rows_and_times_each_side(
     assert instructions.rows(10) == ["(not measured: no valgrind; Debian: apt install valgrind)"]
     for side in ("verify", "nacl_verify", "log_record"):
         assert instructions.wall_per_call(side, 20) > 0
+
+
+def test_dla_sim_bench_times_the_study_and_the_trace() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.dla_sim", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
+    study = re.search(r"--predictions all, 1000 synthetic jobs, 3 seeds: (\d+\.\d) s", out)
+    replay = re.search(r"--trace of 100 lines, --predictions all, 3 seeds: (\d+\.\d) s", out)
+    assert study, out
+    assert replay, out
+    assert float(study.group(1)) > 0
+    assert float(replay.group(1)) > 0
+    assert "load average" in out
