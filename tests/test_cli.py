@@ -54,11 +54,12 @@ SCRIPT = Path(sys.executable).parent / "ecpa"
 def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    # 19 steps, and 2 more (ship, status --db) where PostgreSQL can be started
+    # 20 steps (the last: the DLA value simulator), and 2 more (ship, status --db) where
+    # PostgreSQL can be started
     counted = re.search(r"(\d+) of (\d+) steps behaved as the profile says", out)
     assert counted, out
     assert counted.group(1) == counted.group(2)
-    want = 19 if "(skipped:" in out else 21
+    want = 20 if "(skipped:" in out else 22
     assert int(counted.group(2)) == want, out
     for code in (
         "REPLAYED_NONCE",
@@ -68,6 +69,7 @@ def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str]) -> None:
     ):
         assert code in out
     assert "!! expected" not in out
+    assert "step time profiled (a100-llama2-7b)" in out
 
 
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -33,7 +33,7 @@ from dla_plugin.sim.workload import SyntheticParams, WorkloadError, synthetic_st
 
 __all__ = ["load_policy", "main", "requests"]
 
-STEP_S = 0.025  #: one engine step, as in the simulator (dla_plugin.sim.simulate.SimConfig)
+STEP_S = 0.025  #: one engine step: the engine's default constant step (dla_plugin.sim.steptime)
 
 
 def requests(

@@ -68,7 +68,8 @@ def format_table(
     widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
     out = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
-    out.append(f"mean ± sd over {seeds} seeds; (change against LIFO, mean ± sd over seeds)")
+    plural = "s" if seeds != 1 else ""
+    out.append(f"mean ± sd over {seeds} seed{plural}; (change against LIFO, mean ± sd over seeds)")
     return "\n".join(out)
 
 

@@ -24,6 +24,7 @@ from ecpa.cli._common import (
     show,
 )
 from ecpa.cli._demo_launch import launch_loop, slots_loop
+from ecpa.cli._demo_sim import sim_step
 from ecpa.corpus.runner import CORPUS_FILES, run_any, write
 from ecpa.observer._record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
@@ -296,6 +297,7 @@ def demo_command() -> None:
         run(status, 1, "no valid evidence", "runtime_effective under a disabled key")
         launch_loop(d, run, checks)
         slots_loop(d, run, checks)
+        sim_step(checks)
     passed = sum(checks)
     typer.echo(f"\n{passed} of {len(checks)} steps behaved as the profile says")
     raise typer.Exit(EXIT_OK if passed == len(checks) else EXIT_INVALID)
