@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+import random
+from dataclasses import fields, replace
 
 import pytest
 from hypothesis import given, settings
@@ -338,3 +339,80 @@ def test_with_exact_predictions_dla_chooses_victims_itself() -> None:
     assert chosen
     assert any(answer != builtin for answer, builtin in policy.calls if answer is not None)
     assert not engine.controller.disabled
+
+
+# --- decode steps taken at once -------------------------------------------------------------
+
+
+def _engine_and_arrivals(
+    rng: random.Random,
+) -> tuple[BlockPoolEngine, list[SimRequest], list[float]]:
+    size = rng.choice([1, 2, 4, 16])
+    blocks = rng.randint(2, 40)
+    policy = DlaVictimSelector(observer=None) if rng.random() < 0.5 else None
+    engine = BlockPoolEngine(
+        PreemptionController(policy),
+        total_blocks=blocks,
+        block_size=size,
+        admission_reserve=rng.random() < 0.5,
+        scheduling_policy=rng.choice(["fcfs", "priority"]),
+        step_model=rng.choice([ProfiledStep(), ConstantStep(rng.choice([0.001, 0.025, 1 / 3]))]),
+    )
+    reqs, arrivals, clock = [], [], 0.0
+    for i in range(rng.randint(1, 20)):
+        total = rng.randint(2, blocks * size)
+        prompt = rng.randint(1, total - 1)
+        output = total - prompt
+        predicted = rng.choice([None, output, rng.randint(0, 3 * total), 5 * blocks * size])
+        reqs.append(SimRequest(f"r{i}", float(i), prompt, output, predicted, rng.randint(0, 3)))
+        clock += rng.choice([0.0, rng.random() * 0.05, rng.expovariate(5)])
+        arrivals.append(clock)
+    return engine, reqs, arrivals
+
+
+def _state(engine: BlockPoolEngine, reqs: list[SimRequest]) -> object:
+    stats = {f.name: getattr(engine.stats, f.name) for f in fields(engine.stats)}
+    stats["finished"] = [r.request_id for r in engine.stats.finished]
+    return (
+        stats,
+        [tuple(getattr(r, f.name) for f in fields(r)) for r in reqs],
+        engine.free_blocks,
+        engine.clock_s,
+        [r.request_id for r in engine.waiting],
+        [r.request_id for r in engine.running],
+        engine.controller.stats,
+    )
+
+
+def _arrive(engine: BlockPoolEngine, reqs: list[SimRequest], at: list[float], nxt: int) -> int:
+    if engine.idle and nxt < len(reqs) and at[nxt] > engine.now:
+        engine.wait_until(at[nxt])
+    while nxt < len(reqs) and at[nxt] <= engine.now:
+        engine.add(reqs[nxt])
+        nxt += 1
+    return nxt
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32))
+def test_decode_steps_leave_the_engine_exactly_as_steps_one_by_one(seed: int) -> None:
+    """Tiny pools, any block size, reserve or not, fcfs or priority, DLA or builtin, both step
+    models, predictions beyond the pool, arbitrary cut-offs: every field equal, every time."""
+    rng = random.Random(seed)
+    fast, fast_reqs, at = _engine_and_arrivals(random.Random(seed))
+    slow, slow_reqs, _ = _engine_and_arrivals(random.Random(seed))
+    i = j = batched = 0
+    while i < len(fast_reqs) or not fast.idle:
+        i = _arrive(fast, fast_reqs, at, i)
+        until = at[i] if i < len(at) else float("inf")
+        if rng.random() < 0.3:
+            until = min(until, fast.now + rng.random() * 0.2)
+        taken = fast.decode_steps(until)
+        batched += taken
+        if not taken:
+            fast.step()
+        for _ in range(max(taken, 1)):
+            j = _arrive(slow, slow_reqs, at, j)
+            slow.step()
+        assert _state(fast, fast_reqs) == _state(slow, slow_reqs)
+    assert slow.idle

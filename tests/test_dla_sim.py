@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dla_plugin.sim.predict import predict
+from dla_plugin.sim.predict import PREDICTIONS, predict
+from dla_plugin.sim.runs import metrics
 from dla_plugin.sim.simulate import POLICIES, SimConfig, percentile, simulate
 from dla_plugin.sim.steptime import ConstantStep
 from dla_plugin.sim.workload import SyntheticParams, synthetic
@@ -93,6 +94,18 @@ def test_recomputation_costs_step_time_under_the_profiled_model() -> None:
     assert constant.wasted_s < small.wasted_s
 
 
+@pytest.mark.parametrize("step", sorted(STEP_MODELS))
+def test_lifo_reads_no_prediction_so_one_lifo_run_serves_every_model(step: str) -> None:
+    """What runs.run_all relies on to run LIFO once a seed, and DLA without predictions not
+    at all: every figure equal, not just the finish times."""
+    lifo = metrics(simulate(JOBS, predict(JOBS, "none", 1), "lifo", STEP_MODELS[step]))
+    for model in PREDICTIONS:
+        assert metrics(simulate(JOBS, predict(JOBS, model, 1), "lifo", STEP_MODELS[step])) == lifo
+    for policy in ("dla", "dla+reserve"):
+        run = simulate(JOBS, predict(JOBS, "none", 1), policy, STEP_MODELS[step])
+        assert metrics(run) == lifo
+
+
 def test_the_victim_rule_changes_something_with_predictions() -> None:
     preds = predict(JOBS, "exact", 1)
     lifo = simulate(JOBS, preds, "lifo", CONFIG)
@@ -156,7 +169,7 @@ def test_command_prints_the_table_and_writes_json(tmp_path: Path) -> None:
         "queue_p50_s",
         "reserve_blocked_s",
     } <= set(doc[0])
-    assert all(d["step_model"] == "a100-llama2-7b" for d in doc)
+    assert all(d["step_model"] == "a100-llama2-7b" and d["step_ms"] is None for d in doc)
 
 
 def test_command_constant_step_and_its_arguments(tmp_path: Path) -> None:
@@ -165,7 +178,9 @@ def test_command_constant_step_and_its_arguments(tmp_path: Path) -> None:
     done = run_sim(*args, "--step-model", "constant", "--step-ms", "25", "--json", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].endswith("a step lasts 25 ms")
-    assert {d["step_model"] for d in json.loads(out.read_text())} == {"constant"}
+    assert {(d["step_model"], d["step_ms"]) for d in json.loads(out.read_text())} == {
+        ("constant", 25.0)
+    }
     done = run_sim(*args, "--step-ms", "25")
     assert done.returncode == 2
     assert "expected no --step-ms with --step-model a100-llama2-7b" in done.stderr
@@ -204,6 +219,40 @@ def test_command_replays_a_trace_and_seeds_vary_only_the_predictions(tmp_path: P
     for model, policy in [("exact", "lifo"), ("exact", "dla"), ("trace", "dla+reserve")]:
         assert by[(model, policy, 1)] == {**by[(model, policy, 2)], "seed": 1}
     assert by[("lognormal-1.0", "dla", 1)] != {**by[("lognormal-1.0", "dla", 2)], "seed": 1}
+
+
+def test_command_refuses_options_that_would_be_ignored_or_lost(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    write_trace(trace, 30, predicted=False)
+    cases = [
+        (("--trace", str(trace), "--rate", "2"), "expected --rate only with the synthetic"),
+        (("--model", "ChatGPT"), "expected --model only with --burstgpt"),
+        (
+            ("--json", str(tmp_path / "no" / "x.json")),
+            f"expected --json to name a file that can be written, found {tmp_path}/no/x.json, "
+            f"whose directory {tmp_path}/no does not exist",
+        ),
+        (
+            ("--plot", str(tmp_path)),
+            f"expected --plot to name a file that can be written, found the directory {tmp_path}",
+        ),
+        (("--step-model", "constant", "--step-ms", "0"), "expected a step of 0.001 ms to 60000 ms"),
+        (("--jobs", "0"), "expected --requests >= 1, --seeds >= 1 and --jobs >= 1"),
+    ]
+    for args, message in cases:
+        done = run_sim(*args, "--quiet")
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+        assert done.stdout == ""  # refused before running anything
+
+
+def test_a_trace_is_read_whole_unless_requests_limits_it(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    write_trace(trace, 30, predicted=False)
+    whole = run_sim("--trace", str(trace), "--seeds", "1", "--quiet")
+    assert whole.stdout.startswith(f"30 jobs (trace {trace})"), whole.stderr
+    first = run_sim("--trace", str(trace), "--seeds", "1", "--requests", "12", "--quiet")
+    assert first.stdout.startswith(f"12 jobs (trace {trace})"), first.stderr
 
 
 def test_command_reports_bad_traces_exactly(tmp_path: Path) -> None:

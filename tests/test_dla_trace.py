@@ -23,7 +23,7 @@ COLUMNS = (
     "a header with the columns arrived_at, num_prefill_tokens, num_decode_tokens "
     "and optionally predicted_decode_tokens (in any order)"
 )
-SECONDS = "a non-negative number of seconds"
+SECONDS = "a non-negative number of seconds from the start, at most 1e+09"
 TOKENS = "an integer >= 1 of at most 18 digits"
 NEED = "(a replayed request needs at least one token of each: prefill and decode)"
 
@@ -144,6 +144,10 @@ ERRORS: dict[str, tuple[str | bytes, str, int | None, str | None, str, str]] = {
     "arrival-inf": (HEADER + "inf,1,1\n", "value", 2, "arrived_at", SECONDS, "'inf'"),
     "arrival-overflow": (HEADER + "1e999,1,1\n", "value", 2, "arrived_at", SECONDS, "'1e999'"),
     "arrival-nan": (HEADER + "nan,1,1\n", "value", 2, "arrived_at", SECONDS, "'nan'"),
+    "arrival-milliseconds": (
+        HEADER + "0,1,1\n1700000000000,1,1\n",
+        "value", 3, "arrived_at", SECONDS, "'1700000000000'",
+    ),
     "arrival-space": (HEADER + " 5,1,1\n", "value", 2, "arrived_at", SECONDS, "' 5'"),
     "arrival-empty": (HEADER + ",1,1\n", "value", 2, "arrived_at", SECONDS, "''"),
     "arrival-decreasing": (

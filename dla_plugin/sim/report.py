@@ -156,7 +156,12 @@ def _parser() -> argparse.ArgumentParser:
         "[,predicted_decode_tokens]) instead of synthetic; --seeds then vary only the "
         "prediction noise",
     )
-    parser.add_argument("--requests", type=int, default=10_000, help="jobs per trace")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        help="jobs per trace: synthetic 10,000, BurstGPT the first 10,000; a --trace is read "
+        "whole unless this is given",
+    )
     parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N (at least 3 for sd)")
     parser.add_argument(
         "--predictions",
@@ -168,8 +173,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rate",
         type=float,
-        default=SyntheticParams().rate_per_s,
-        help="synthetic: mean arrivals per second outside bursts",
+        help=f"synthetic only: mean arrivals per second outside bursts "
+        f"(default {SyntheticParams().rate_per_s:g})",
     )
     parser.add_argument(
         "--blocks", type=int, default=SimConfig().total_blocks, help="KV blocks of 16 tokens"
@@ -192,6 +197,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, help="write every run's figures as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     return parser
+
+
+def _unwritable(path: Path | None) -> str | None:
+    """Why ``path`` cannot be written (checked before a run of minutes), or None."""
+    if path is None:
+        return None
+    if path.is_dir():
+        return f"the directory {path}"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"{path}, whose directory {parent} does not exist"
+    if not os.access(parent, os.W_OK) and not os.access(path, os.W_OK):
+        return f"{path}, in a directory this user cannot write"
+    return None
+
+
+def _late(message: str) -> int:
+    """A failure after the run (its tables printed): say it, exit 1."""
+    print(f"sim: {message}", file=sys.stderr)
+    return 1
 
 
 def _fail(message: str) -> int:
@@ -232,10 +257,21 @@ def _check_fits(jobs: list[Job], trace: Trace | None, where: str, config: SimCon
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the simulator; exit 0, or 2 for bad arguments or a bad trace file."""
+    """Run the simulator; exit 0, 2 for bad arguments or a bad trace file, 1 when the run's
+    --json or --plot file could not be written at the end."""
     args = _parser().parse_args(argv)
-    if args.requests < 1 or args.seeds < 1 or args.blocks < 256 or args.jobs < 1:
-        return _fail("expected --requests >= 1, --seeds >= 1, --blocks >= 256, --jobs >= 1")
+    if (args.requests is not None and args.requests < 1) or args.seeds < 1 or args.jobs < 1:
+        return _fail("expected --requests >= 1, --seeds >= 1 and --jobs >= 1")
+    if args.blocks < 256:  # 256 blocks of 16 hold the longest synthetic request
+        return _fail(f"expected --blocks >= 256, found {args.blocks}")
+    if args.rate is not None and (args.trace or args.burstgpt):
+        return _fail("expected --rate only with the synthetic workload (not --trace/--burstgpt)")
+    if args.model is not None and not args.burstgpt:
+        return _fail("expected --model only with --burstgpt")
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        problem = _unwritable(path)
+        if problem:
+            return _fail(f"expected {option} to name a file that can be written, found {problem}")
     if args.step_model == "constant" and args.step_ms is None:
         args.step_ms = 25.0
     try:
@@ -248,17 +284,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = range(1, args.seeds + 1)
     try:
         if args.trace is not None:  # one real trace; seeds vary the predictions
-            trace = load_trace(args.trace, limit=args.requests)
+            trace = load_trace(args.trace, limit=args.requests)  # None: the whole file
             traces = dict.fromkeys(seeds, trace.jobs)
             source = f"trace {args.trace}"
         elif args.burstgpt is not None:
-            jobs = load_burstgpt(args.burstgpt, limit=args.requests, model=args.model)
+            limit = args.requests or 10_000
+            jobs = load_burstgpt(args.burstgpt, limit=limit, model=args.model)
             traces = dict.fromkeys(seeds, jobs)
             source = f"BurstGPT {args.burstgpt}"
         else:
-            params = SyntheticParams(rate_per_s=args.rate)
-            traces = {seed: synthetic(args.requests, seed, params) for seed in seeds}
-            source = f"synthetic, rate {args.rate}/s"
+            params = SyntheticParams(**({} if args.rate is None else {"rate_per_s": args.rate}))
+            n = args.requests or 10_000
+            traces = {seed: synthetic(n, seed, params) for seed in seeds}
+            source = f"synthetic, rate {params.rate_per_s}/s"
         models = _models(args.predictions, trace)
         for seed, jobs in traces.items():
             _check_fits(jobs, trace, str(args.trace or args.burstgpt or f"seed {seed}"), config)
@@ -296,14 +334,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print("Queue and head-of-line blocking of the reserve:")
     print(format_table(cells, args.seeds, HOL_METRICS))
+    status = 0
     if args.json is not None:
         doc = [
-            {"predictions": m, "policy": p, "seed": s, "step_model": args.step_model}
+            {"predictions": m, "policy": p, "seed": s}
+            | {"step_model": args.step_model, "step_ms": args.step_ms}
             | runs[(m, p, s)]
             for m, p, s in study.order()
         ]
-        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+        try:
+            args.json.write_text(json.dumps(doc, indent=1) + "\n")
+        except OSError as exc:  # the tables above are printed: say so, and fail
+            status = _late(f"could not write --json {args.json}: {exc.strerror or exc}")
     if args.plot is not None:
-        plot(cells, args.plot)
-        print(f"plot: {args.plot}")
-    return 0
+        try:
+            plot(cells, args.plot)
+            print(f"plot: {args.plot}")
+        except OSError as exc:
+            status = _late(f"could not write --plot {args.plot}: {exc.strerror or exc}")
+    return status

@@ -17,14 +17,17 @@ and the embedding and sampling left out), from Vidur's profiled rows
 of the step (prefill tokens plus decodes):
 
 - the nine token-wise operators (projections, MLP, norms, rope, add): the sum of their
-  profiled medians at the profiled ``num_tokens`` nearest ``N``, interpolated linearly between
-  them (beyond the last row, extended with the slope from 2,048 to 4,096 tokens);
+  profiled medians, interpolated linearly between the 16 profiled ``num_tokens`` rows of
+  :data:`~dla_plugin.sim.vidur_a100_llama2_7b.LINEAR` (beyond the last row, extended with the
+  slope from 2,048 to 4,096 tokens);
 - decode attention: ``a + b * decodes + c * decode_kv``, a least-squares fit (in relative
-  error) to the profiled ``attn_decode`` rows, times 1.1 when more than one request decodes;
+  error) to the profiled ``attn_decode`` rows;
 - prefill attention: ``e0 + e1 * q + e2 * q**2`` with ``q**2`` the sum of the squared
   prefill lengths (Vidur's aggregation of a batch of prefills), a least-squares fit (in
-  relative error) to the profiled ``attn_prefill`` rows, times 1.1 when more than one request
-  prefills. (1.1: Vidur's default batching overhead fractions for decode and prefill.)
+  relative error) to the profiled ``attn_prefill`` rows.
+
+Vidur adds batching overheads (10%) to attention only for grouped-query attention models
+(query heads > KV heads); Llama-2-7B has 32 of each, so there are none here.
 
 The step is the per-layer sum times the 32 layers. ``constant`` lasts the same whatever the
 step computes (the engine before profiled time); a step that computes nothing lasts 0 s.
@@ -52,8 +55,8 @@ __all__ = [
 #: The step models ``--step-model`` accepts: the profiled default, and a constant step.
 STEP_MODELS = ("a100-llama2-7b", "constant")
 
-_BATCHING_OVERHEAD = 0.1  # Vidur: attention_{decode,prefill}_batching_overhead_fraction
 _EXTEND_FROM = 2048  # beyond the last profiled row, the slope from this row to the last
+_MIN_STEP_S, _MAX_STEP_S = 1e-6, 60.0  # a constant step: 1 microsecond to a minute
 _FAST_BATCH = 1024  # decode-only steps of fewer requests take a precomputed token-wise time
 
 
@@ -79,8 +82,15 @@ class ConstantStep:
     name = "constant"
 
     def __init__(self, step_s: float) -> None:
-        if not (isinstance(step_s, (int, float)) and math.isfinite(step_s) and step_s > 0):
-            raise ValueError(f"expected a step of > 0 finite seconds, found {step_s!r}")
+        if not (
+            isinstance(step_s, (int, float))
+            and not isinstance(step_s, bool)
+            and _MIN_STEP_S <= step_s <= _MAX_STEP_S
+        ):
+            raise ValueError(
+                f"expected a step of {_MIN_STEP_S * 1000:g} ms to {_MAX_STEP_S * 1000:g} ms, "
+                f"found {step_s * 1000 if isinstance(step_s, (int, float)) else step_s!r} ms"
+            )
         self.step_s = float(step_s)
 
     def seconds(self, prefills: Sequence[int], decodes: int, decode_kv: int) -> float:
@@ -165,8 +175,7 @@ class ProfiledStep:
         if decodes <= 0:
             return 0.0
         a, b, c = self.decode_coef
-        ms = a + b * decodes + c * decode_kv
-        return ms * (1 + _BATCHING_OVERHEAD) if decodes > 1 else ms
+        return (a + b * decodes) + c * decode_kv
 
     def prefill_ms(self, prefills: Sequence[int]) -> float:
         """Per-layer ms of prefill attention for prompts of ``prefills`` tokens."""
@@ -174,8 +183,7 @@ class ProfiledStep:
             return 0.0
         e0, e1, e2 = self.prefill_coef
         squares = float(sum(p * p for p in prefills))
-        ms = e0 + e1 * math.sqrt(squares) + e2 * squares
-        return ms * (1 + _BATCHING_OVERHEAD) if len(prefills) > 1 else ms
+        return e0 + e1 * math.sqrt(squares) + e2 * squares
 
     def decode_durations(self, decodes: int, decode_kv: int, steps: int) -> list[float]:
         """As :meth:`StepModel.decode_durations`: the arithmetic of :meth:`seconds`, in a loop."""
@@ -187,8 +195,6 @@ class ProfiledStep:
         out = []
         for i in range(steps):
             attention = base + c * (decode_kv + i * decodes)
-            if decodes > 1:
-                attention *= 1 + _BATCHING_OVERHEAD
             out.append((linear + attention) * layers / 1000.0)
         return out
 
@@ -197,8 +203,6 @@ class ProfiledStep:
         if not prefills and 0 < decodes < _FAST_BATCH:  # the common step, kept cheap
             a, b, c = self.decode_coef
             attention = (a + b * decodes) + c * decode_kv
-            if decodes > 1:
-                attention *= 1 + _BATCHING_OVERHEAD
             return (self._decode_linear[decodes] + attention) * self.layers / 1000.0
         tokens = sum(prefills) + decodes
         if tokens <= 0:

@@ -5,8 +5,9 @@ num_decode_tokens`` — the columns of Vidur's trace-replay request generator, a
 them — and optionally ``predicted_decode_tokens``, in any order. Each data row is one request:
 
 - ``arrived_at``: its arrival in seconds since the start of the trace, a non-negative finite
-  decimal number (``3``, ``0.25``, ``.5``, ``1e2``; not ``inf``, ``nan`` nor one with spaces),
-  not smaller than the previous row's. Arrivals are kept as written, not shifted to start at 0;
+  decimal number of at most 1e9 (``3``, ``0.25``, ``.5``, ``1e2``; not ``inf``, ``nan``, one
+  with spaces, nor an absolute timestamp in milliseconds), not smaller than the previous
+  row's. Arrivals are kept as written, not shifted to start at 0;
 - ``num_prefill_tokens``, ``num_decode_tokens``: its prompt and (true) output lengths,
   integers >= 1 in decimal digits (at most 18): a replayed request needs at least one token
   of each, so ``0`` is an error, and so are ``12.0``, ``-3`` and an empty field;
@@ -89,12 +90,18 @@ def _value(text: str, line: int, column: str, expected: str, note: str = "") -> 
     return RowProblem("value", expected, found + show(text) + note, line=line, column=column)
 
 
+# Seconds from the start of the trace: a bound that keeps the clock exact to the microsecond
+# (a larger value is an absolute timestamp, or milliseconds, not a trace's time).
+MAX_ARRIVAL_S = 1e9
+
+
 def _seconds(text: str, line: int) -> float:
+    expected = f"a non-negative number of seconds from the start, at most {MAX_ARRIVAL_S:g}"
     if _SECONDS.fullmatch(text):
         value = float(text)
-        if math.isfinite(value):
+        if math.isfinite(value) and value <= MAX_ARRIVAL_S:
             return value
-    raise _value(text, line, "arrived_at", "a non-negative number of seconds")
+    raise _value(text, line, "arrived_at", expected)
 
 
 def _tokens(text: str, line: int, column: str) -> int:

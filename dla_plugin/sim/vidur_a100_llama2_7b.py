@@ -14,8 +14,15 @@ licence), its profiling tables ``data/profiling/compute/a100/meta-llama/Llama-2-
   (``is_prefill`` True, ``kv_cache_size`` 0: a whole prompt, as a request is prefilled
   here).
 
-The rows are copied as published (a subset: the ones named in ``docs/dla-value.md``); nothing
-is computed here. Times are per layer, in milliseconds.
+The rows are copied as published; nothing is computed here. Times are per layer, in
+milliseconds. They are a subset, chosen to span what the simulator asks for, not fitted:
+
+- LINEAR: round token counts from 1 to 4,096, and the rows on both sides of the places where
+  the cost jumps with the kernels' tile sizes (128 and 136, 384 and 440, 768 and 800), so that
+  interpolating between rows follows the steps; ``tests/test_dla_steptime.py`` checks the
+  interpolation against 12 rows not used here;
+- DECODE: batches of 1 to 128 over KV caches of 32 to 3,072 tokens;
+- PREFILL: prompts of 64 to 3,968 tokens.
 """
 
 from __future__ import annotations
