@@ -183,9 +183,10 @@ def test_no_predictions_or_bypass_is_never_effective(
     tmp_path: Path, launches: list[subprocess.Popen[str]], args: tuple[str, ...]
 ) -> None:
     proc, directory = launch(tmp_path, launches, *args)
-    deadline = time.monotonic() + 4.0
+    start = time.monotonic()
     seen_calls = 0
-    while time.monotonic() < deadline:
+    # Watch for 4 s, and on a loaded machine until the plugin was called (at most 60 s).
+    while time.monotonic() < start + 4.0 or (seen_calls == 0 and time.monotonic() < start + 60):
         code, doc = status(directory)
         assert code == 1
         assert doc["runtime_effective"] is False
