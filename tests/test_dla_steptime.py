@@ -85,6 +85,10 @@ def test_no_batching_overhead_for_llama2_7b_and_vidur_prefill_aggregation() -> N
     e0, e1, e2 = MODEL.prefill_coef
     assert MODEL.prefill_ms([300, 400]) == pytest.approx(e0 + e1 * 500 + e2 * 250_000)
     assert MODEL.decode_ms(0, 0) == MODEL.prefill_ms([]) == 0.0
+    # The fast path of a decode-only step is the same sum of its terms.
+    for decodes, kv in [(1, 256), (12, 12_000), (128, 384_000), (1500, 10**6)]:
+        composed = (MODEL.linear_ms(decodes) + MODEL.decode_ms(decodes, kv)) * 32 / 1000
+        assert MODEL.seconds((), decodes, kv) == pytest.approx(composed, rel=1e-12)
 
 
 def test_the_coefficients_are_the_ones_the_docs_give() -> None:

@@ -2,9 +2,10 @@
 
 A BurstGPT trace is a CSV file with the columns ``Timestamp, Model, Request tokens,
 Response tokens, Total tokens, Log Type`` (in the order its header gives). This module knows
-that format and nothing else: it yields checked rows, and :mod:`dla_plugin.sim.workload` turns them
-into jobs (filters, zero-token rows, clamping). Problems are raised as :class:`RowProblem`,
-which knows the line and column but not the file; the caller adds the file.
+that format: it yields checked rows, and :mod:`dla_plugin.sim.workload` turns them into jobs
+(filters, zero-token rows, clamping). Its line, header and row checks (:func:`csv_rows`) also
+serve the trace-replay format (:mod:`dla_plugin.sim.trace`). Problems are raised as
+:class:`RowProblem`, which knows the line and column but not the file; the caller adds it.
 
 The file is read in binary, one line at a time, and each line is decoded on its own, so a
 problem in the encoding is reported at its exact line and byte. (A UTF-8 sequence never
@@ -115,14 +116,18 @@ def _lines(stream: BinaryIO) -> Iterator[str]:
             ) from None
 
 
-def _check_header(names: list[str]) -> None:
-    expected = "a header with the columns " + ", ".join(COLUMNS) + " (in any order)"
+def check_header(
+    names: list[str], required: tuple[str, ...], optional: tuple[str, ...], expected: str
+) -> None:
+    """Raise a ``header`` :class:`RowProblem` when ``names`` (the header's fields) is blank,
+    misses a ``required`` column, has one neither required nor ``optional``, or repeats one."""
     if not names or names == [""]:
         raise RowProblem("header", expected, "a blank line", line=1)
+    known = (*required, *optional)
     problems = []
-    missing = [c for c in COLUMNS if c not in names]
-    unexpected = [n for n in names if n not in COLUMNS]
-    duplicated = sorted({n for n in names if n in COLUMNS and names.count(n) > 1})
+    missing = [c for c in required if c not in names]
+    unexpected = [n for n in names if n not in known]
+    duplicated = sorted({n for n in names if n in known and names.count(n) > 1})
     if missing:
         problems.append("missing " + ", ".join(map(show, missing)))
     if unexpected:
@@ -131,6 +136,52 @@ def _check_header(names: list[str]) -> None:
         problems.append("duplicated " + ", ".join(map(show, duplicated)))
     if problems:
         raise RowProblem("header", expected, "; ".join(problems), line=1)
+
+
+def csv_rows(
+    stream: BinaryIO,
+    required: tuple[str, ...],
+    optional: tuple[str, ...],
+    *,
+    header: str,
+    empty: str,
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """``(line, fields by column name)`` of each data row of a CSV file opened in binary mode,
+    whose header :func:`check_header` accepts (``header``: what it expects; ``empty``: what an
+    empty file is told). Blank lines may end the file, but not separate rows.
+
+    Raises:
+        RowProblem: ``encoding``, ``header`` and ``row`` problems, at their line.
+    """
+    reader = csv.reader(_lines(stream), strict=True)
+    end = 0  # the last line read so far
+    blank: int | None = None  # the first of a run of blank lines
+    index: dict[str, int] = {}
+    while True:
+        start = end + 1
+        try:
+            fields = next(reader, None)
+        except csv.Error as exc:
+            raise RowProblem("row", "well-formed CSV", str(exc), line=start) from None
+        end = reader.line_num
+        if fields is None:
+            if not index:
+                raise RowProblem("header", empty, "an empty file", line=None)
+            return
+        if not index:
+            check_header(fields, required, optional, header)
+            index = {name: i for i, name in enumerate(fields)}
+            continue
+        if not fields or (len(fields) == 1 and not fields[0].strip()):
+            blank = start if blank is None else blank
+            continue
+        if blank is not None:
+            raise RowProblem(
+                "row", "no blank line between rows", f"a blank line at line {blank}", line=blank
+            )
+        if len(fields) != len(index):
+            raise RowProblem("row", f"{len(index)} fields", f"{len(fields)} fields", line=start)
+        yield start, {name: fields[i] for name, i in index.items()}
 
 
 def _seconds(text: str, line: int) -> float:
@@ -173,41 +224,15 @@ def read_rows(stream: BinaryIO) -> Iterator[Row]:
             or token count that is not a non-negative number), ``total`` (Total tokens is
             not Request tokens + Response tokens), ``order`` (a decreasing timestamp).
     """
-    reader = csv.reader(_lines(stream), strict=True)
-    end = 0  # the last line read so far
-    blank: int | None = None  # the first of a run of blank lines
-    index: dict[str, int] = {}
     previous: tuple[float, str, int] | None = None  # (timestamp, as written, line) before
-    while True:
-        start = end + 1
-        try:
-            fields = next(reader, None)
-        except csv.Error as exc:
-            raise RowProblem("row", "well-formed CSV", str(exc), line=start) from None
-        end = reader.line_num
-        if fields is None:
-            if not index:
-                raise RowProblem(
-                    "header",
-                    "a header with the columns " + ", ".join(COLUMNS),
-                    "an empty file",
-                    line=None,
-                )
-            return
-        if not index:
-            _check_header(fields)
-            index = {name: i for i, name in enumerate(fields)}
-            continue
-        if not fields or (len(fields) == 1 and not fields[0].strip()):
-            blank = start if blank is None else blank
-            continue
-        if blank is not None:
-            raise RowProblem(
-                "row", "no blank line between rows", f"a blank line at line {blank}", line=blank
-            )
-        if len(fields) != len(COLUMNS):
-            raise RowProblem("row", f"{len(COLUMNS)} fields", f"{len(fields)} fields", line=start)
-        row = {name: fields[i] for name, i in index.items()}
+    rows = csv_rows(
+        stream,
+        COLUMNS,
+        (),
+        header="a header with the columns " + ", ".join(COLUMNS) + " (in any order)",
+        empty="a header with the columns " + ", ".join(COLUMNS),
+    )
+    for start, row in rows:
         timestamp = _seconds(row["Timestamp"], start)
         request = _tokens(row["Request tokens"], start, "Request tokens")
         response = _tokens(row["Response tokens"], start, "Response tokens")

@@ -27,15 +27,14 @@ and column, e.g. ``t.csv:3: column 'num_decode_tokens': expected ..., found '0' 
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from dla_plugin.sim.burstgpt import _NEGATIVE, _SECONDS, _TOKENS, RowProblem, _lines, show
-from dla_plugin.sim.workload import Job, WorkloadError, _params_error
+from dla_plugin.sim.burstgpt import _NEGATIVE, _SECONDS, _TOKENS, RowProblem, csv_rows, show
+from dla_plugin.sim.workload import Job, WorkloadError, _params_error, located
 
 __all__ = ["Trace", "load_trace"]
 
@@ -65,24 +64,6 @@ class Trace:
     jobs: list[Job]
     predicted: list[int] | None
     lines: list[int]
-
-
-def _check_header(names: list[str]) -> None:
-    if not names or names == [""]:
-        raise RowProblem("header", _HEADER, "a blank line", line=1)
-    known = (*COLUMNS, OPTIONAL)
-    problems = []
-    missing = [c for c in COLUMNS if c not in names]
-    unexpected = [n for n in names if n not in known]
-    duplicated = sorted({n for n in names if n in known and names.count(n) > 1})
-    if missing:
-        problems.append("missing " + ", ".join(map(show, missing)))
-    if unexpected:
-        problems.append("unexpected " + ", ".join(map(show, unexpected)))
-    if duplicated:
-        problems.append("duplicated " + ", ".join(map(show, duplicated)))
-    if problems:
-        raise RowProblem("header", _HEADER, "; ".join(problems), line=1)
 
 
 def _value(text: str, line: int, column: str, expected: str, note: str = "") -> RowProblem:
@@ -116,36 +97,9 @@ def _tokens(text: str, line: int, column: str) -> int:
 
 def _rows(stream: BinaryIO) -> Iterator[tuple[int, float, int, int, int | None]]:
     """``(line, arrived_at, prefill, decode, predicted)`` for each checked data row."""
-    reader = csv.reader(_lines(stream), strict=True)
-    end = 0  # the last line read so far
-    blank: int | None = None  # the first of a run of blank lines
-    index: dict[str, int] = {}
     previous: tuple[float, str, int] | None = None  # (arrival, as written, line) before
-    while True:
-        start = end + 1
-        try:
-            fields = next(reader, None)
-        except csv.Error as exc:
-            raise RowProblem("row", "well-formed CSV", str(exc), line=start) from None
-        end = reader.line_num
-        if fields is None:
-            if not index:
-                raise RowProblem("header", _HEADER, "an empty file", line=None)
-            return
-        if not index:
-            _check_header(fields)
-            index = {name: i for i, name in enumerate(fields)}
-            continue
-        if not fields or (len(fields) == 1 and not fields[0].strip()):
-            blank = start if blank is None else blank
-            continue
-        if blank is not None:
-            raise RowProblem(
-                "row", "no blank line between rows", f"a blank line at line {blank}", line=blank
-            )
-        if len(fields) != len(index):
-            raise RowProblem("row", f"{len(index)} fields", f"{len(fields)} fields", line=start)
-        row = {name: fields[i] for name, i in index.items()}
+    rows = csv_rows(stream, COLUMNS, (OPTIONAL,), header=_HEADER, empty=_HEADER)
+    for start, row in rows:
         arrival = _seconds(row["arrived_at"], start)
         prefill = _tokens(row["num_prefill_tokens"], start, "num_prefill_tokens")
         decode = _tokens(row["num_decode_tokens"], start, "num_decode_tokens")
@@ -195,14 +149,7 @@ def load_trace(path: str | os.PathLike[str], *, limit: int | None = None) -> Tra
                 if limit is not None and len(jobs) >= limit:
                     break
     except RowProblem as problem:
-        raise WorkloadError(
-            problem.code,
-            problem.expected,
-            problem.found,
-            path=name,
-            line=problem.line,
-            column=problem.column,
-        ) from None
+        raise located(problem, name) from None
     except OSError as exc:
         raise WorkloadError("io", "a readable file", exc.strerror or str(exc), path=name) from exc
     if not jobs:

@@ -31,6 +31,7 @@ __all__ = [
     "WorkloadError",
     "load_burstgpt",
     "load_burstgpt_report",
+    "located",
     "synthetic",
     "synthetic_stream",
 ]
@@ -81,6 +82,18 @@ class WorkloadError(ValueError):
             WorkloadError, path=self.path, line=self.line, column=self.column
         )
         return (rebuild, (self.code, self.expected, self.found))
+
+
+def located(problem: RowProblem, path: str) -> WorkloadError:
+    """The :class:`WorkloadError` of a file's ``problem``, naming the file ``path``."""
+    return WorkloadError(
+        problem.code,
+        problem.expected,
+        problem.found,
+        path=path,
+        line=problem.line,
+        column=problem.column,
+    )
 
 
 def _params_error(name: str, expected: str, value: object) -> WorkloadError:
@@ -318,14 +331,7 @@ def load_burstgpt_report(
                 if limit is not None and len(jobs) >= limit:
                     break
     except RowProblem as problem:
-        raise WorkloadError(
-            problem.code,
-            problem.expected,
-            problem.found,
-            path=name,
-            line=problem.line,
-            column=problem.column,
-        ) from None
+        raise located(problem, name) from None
     except OSError as exc:
         raise WorkloadError("io", "a readable file", exc.strerror or str(exc), path=name) from exc
     if not jobs:
