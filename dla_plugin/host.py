@@ -1,29 +1,93 @@
-"""A host controller that calls a victim-selection policy the way vLLM-HUST's preemption
-controller does (DLA.md "Host contract"), for tests, the driver and the simulator.
+"""A model of vLLM-HUST's typed preemption policy host, API 1.0 (DLA.md "Host contract"), for
+the tests, the driver and the simulator. It models the facts of the host's
+``vllm/v1/core/sched/preemption.py`` and of the scheduler's ``_select_preemption_victim``;
+none of the host's code is copied.
 
-The engine always has a victim of its own (the builtin one). It asks the policy; on ``None``
-(abstention) the builtin victim stands. An exception, or an id that is not a candidate,
-disables the policy for the rest of the process: from then on the builtin victim is used
-without asking, and the event is counted with its reason.
+- The policy is configured as ``scheduler_config.preemption_policy``: a dotted qualname
+  (split on the last ``.``), a class or an object; a ``from_vllm_config`` factory is used
+  when callable, else a class is instantiated; the result must have ``select_victim``
+  (:func:`load_policy`; a bad configuration fails the engine's start with ``TypeError``).
+- The engine always has a victim of its own (the builtin one). It asks the policy; on
+  ``None`` (abstention) the builtin victim stands. An exception, or an id that is not a
+  candidate, disables the policy for the rest of the process (``failures``, and
+  ``invalid_selections`` for the id): from then on the builtin victim is used without
+  asking. With no policy, nothing is counted.
+- The host's counters are exactly ``policy_name``, ``enabled``, ``calls``, ``selections``,
+  ``abstentions``, ``failures``, ``invalid_selections`` (:meth:`export_stats`).
+- Candidates are the host's ``PreemptionCandidate``: eight fields, no prediction
+  (:class:`HostCandidate`). Cores with the prediction change also pass ``predicted_length``
+  (:class:`dla_plugin.contract.Candidate`). Older hosts pass no ``builtin_victim_id``.
+- The policy must be called from the thread that built the controller.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+import importlib
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol, runtime_checkable
 
 from dla_plugin.contract import Candidate, PreemptionContext
 
-__all__ = ["ControllerStats", "PreemptionController", "VictimPolicy", "builtin_victim"]
+__all__ = [
+    "ControllerStats",
+    "HostCandidate",
+    "HostPath",
+    "PreemptionController",
+    "VictimPolicy",
+    "builtin_victim",
+    "load_policy",
+]
 
 
+@runtime_checkable
 class VictimPolicy(Protocol):
-    """What the host requires of a policy: one method."""
+    """What the host requires of a policy: one method (checked at load time)."""
 
     def select_victim(self, context: PreemptionContext) -> str | None: ...
 
 
-def builtin_victim(candidates: tuple[Candidate, ...], scheduling_policy: str) -> Candidate:
+class HostPath(Protocol):
+    """What the engine needs of a way into the host: this module's controller, or the
+    ``VictimSelector`` scheduler of :mod:`dla_plugin.host_selector`."""
+
+    def victim(
+        self,
+        running: list[Any],
+        requesting: Any,
+        scheduling_policy: str,
+        kv_cache_usage: float,
+        now: float,
+    ) -> Any:
+        """The request of ``running`` to preempt so that ``requesting`` can grow."""
+        ...
+
+    def end_step(self, preempted: bool) -> None:
+        """Called at the end of every engine step."""
+        ...
+
+    def summary(self) -> dict[str, Any]:
+        """The host's counters, for reports."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HostCandidate:
+    """The current host's candidate: the eight fields of ``PreemptionCandidate``, and no
+    prediction."""
+
+    request_id: str
+    priority: int
+    arrival_time: float
+    num_prompt_tokens: int
+    num_output_tokens: int
+    num_computed_tokens: int
+    num_preemptions: int
+    max_tokens: int
+
+
+def builtin_victim(candidates: Sequence[Any], scheduling_policy: str) -> Any:
     """The engine's own victim: the last running request under FCFS, the one with the largest
     ``(priority, arrival_time)`` under priority scheduling (on an exact tie the first in
     running order, as the engine's ``max()`` picks it).
@@ -42,58 +106,190 @@ def builtin_victim(candidates: tuple[Candidate, ...], scheduling_policy: str) ->
     return candidates[-1]
 
 
+def _resolve_qualname(name: str) -> Any:
+    module, _, attribute = name.rpartition(".")
+    if not module or not attribute:
+        raise ValueError(f"expected a dotted qualname 'package.module.Name', found {name!r}")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def load_policy(configured: object, vllm_config: object = None) -> VictimPolicy | None:
+    """The policy the host builds from ``scheduler_config.preemption_policy``: ``None`` (no
+    policy), a dotted qualname, a class or an object; ``from_vllm_config(vllm_config)`` when
+    the resolved object offers it, else a class's instance, else the object itself.
+
+    Raises:
+        TypeError: when the result lacks ``select_victim`` (the host refuses to start).
+        Exception: whatever resolving the name or building the policy raises (the same).
+    """
+    if configured is None:
+        return None
+    implementation = _resolve_qualname(configured) if isinstance(configured, str) else configured
+    factory = getattr(implementation, "from_vllm_config", None)
+    if callable(factory):
+        policy = factory(vllm_config)
+    elif isinstance(implementation, type):
+        policy = implementation()
+    else:
+        policy = implementation
+    if not isinstance(policy, VictimPolicy):
+        raise TypeError("preemption_policy must resolve to an object implementing PreemptionPolicy")
+    return policy
+
+
 @dataclass
 class ControllerStats:
-    """What the controller saw: who chose each victim, and why the policy was disabled."""
+    """The host's policy counters (``export_stats``), exactly these members."""
 
+    policy_name: str = "builtin"
+    enabled: bool = False
     calls: int = 0
-    policy_choices: int = 0
+    selections: int = 0
     abstentions: int = 0
-    builtin_only: int = 0  # calls after the policy was disabled (or with no policy)
-    disabled_reason: str | None = None
-    errors: list[str] = field(default_factory=list)
+    failures: int = 0
+    invalid_selections: int = 0
 
 
 class PreemptionController:
-    """Chooses a victim for the engine, asking ``policy`` first (``None``: builtin only)."""
+    """Chooses a victim for the engine, asking ``policy`` first (``None``: builtin only).
 
-    def __init__(self, policy: VictimPolicy | None) -> None:
+    Args:
+        policy: the policy object (see :func:`load_policy`), or None.
+        builtin_victim_id: whether the host fills ``context.builtin_victim_id`` (newer hosts)
+            before asking the policy; older API 1.0 hosts do not.
+        predictions: whether candidates carry ``predicted_length`` (cores with the prediction
+            change); the current host's candidates do not (:class:`HostCandidate`).
+    """
+
+    def __init__(
+        self,
+        policy: VictimPolicy | None,
+        *,
+        builtin_victim_id: bool = True,
+        predictions: bool = True,
+    ) -> None:
         self.policy = policy
-        self.stats = ControllerStats()
+        name = "builtin"
+        if policy is not None:
+            kind = type(policy)
+            name = f"{kind.__module__}.{kind.__qualname__}"
+        self.stats = ControllerStats(policy_name=name, enabled=policy is not None)
+        self.fill_builtin_id = builtin_victim_id
+        self.predictions = predictions
+        self.disabled_reason: str | None = None
+        #: Calls answered by the builtin victim alone (no policy, or after it was disabled).
+        self.builtin_only = 0
+        #: Policy selections that differ from the builtin victim.
+        self.changed = 0
+        self._thread = threading.get_ident()
 
     @property
     def disabled(self) -> bool:
         """True once the policy misbehaved; the builtin victim is then used for good."""
-        return self.stats.disabled_reason is not None
+        return self.disabled_reason is not None
+
+    def export_stats(self) -> dict[str, str | int | bool]:
+        """The host's counters, as its ``export_stats()`` gives them."""
+        return asdict(self.stats)
 
     def _disable(self, reason: str) -> None:
-        self.stats.disabled_reason = reason
-        self.stats.errors.append(reason)
+        self.stats.failures += 1
+        self.stats.enabled = False
+        self.disabled_reason = reason
+        self.policy = None
 
     def choose(self, context: PreemptionContext) -> str:
         """The victim's request id for ``context``: the policy's choice, or the builtin one.
 
-        ``context.builtin_victim_id`` is filled in (as the host does) before the policy is
-        asked. Never raises for a policy's misbehaviour; raises ``ValueError`` only when
-        ``context`` has no candidates.
+        ``context.builtin_victim_id`` is filled in (when the host does) before the policy is
+        asked. Never raises for a policy's misbehaviour.
+
+        Raises:
+            ValueError: when ``context`` has no candidates.
+            RuntimeError: when called from another thread than the one that built it.
         """
-        self.stats.calls += 1
-        builtin = builtin_victim(context.candidates, context.scheduling_policy).request_id
-        if self.policy is None or self.disabled:
-            self.stats.builtin_only += 1
+        if threading.get_ident() != self._thread:
+            raise RuntimeError("PreemptionController must be used by its scheduler thread")
+        builtin: str = builtin_victim(context.candidates, context.scheduling_policy).request_id
+        if self.policy is None:
+            self.builtin_only += 1
             return builtin
-        if context.builtin_victim_id is None:
+        if self.fill_builtin_id and context.builtin_victim_id is None:
             context = replace(context, builtin_victim_id=builtin)
+        self.stats.calls += 1
         try:
             choice = self.policy.select_victim(context)
         except Exception as exc:  # the host's rule: a raising policy is disabled
-            self._disable(f"policy raised {type(exc).__name__}: {exc}")
+            self._disable(f"raised an exception: {type(exc).__name__}: {exc}")
             return builtin
         if choice is None:
             self.stats.abstentions += 1
             return builtin
         if not any(c.request_id == choice for c in context.candidates):
-            self._disable(f"policy returned {choice!r}, not a candidate")
+            self.stats.invalid_selections += 1
+            self._disable(f"returned unknown request ID {choice!r}")
             return builtin
-        self.stats.policy_choices += 1
+        self.stats.selections += 1
+        if choice != builtin:
+            self.changed += 1
         return choice
+
+    def candidates(self, running: Sequence[Any]) -> tuple[Any, ...]:
+        """The candidates the host builds from its running requests, in running order."""
+        if self.predictions:
+            return tuple(
+                Candidate(
+                    r.request_id,
+                    r.priority,
+                    r.arrival_time,
+                    r.num_prompt_tokens,
+                    r.num_output_tokens,
+                    r.num_computed_tokens,
+                    r.num_preemptions,
+                    r.max_tokens,
+                    r.predicted_length,
+                )
+                for r in running
+            )
+        return tuple(
+            HostCandidate(
+                r.request_id,
+                r.priority,
+                r.arrival_time,
+                r.num_prompt_tokens,
+                r.num_output_tokens,
+                r.num_computed_tokens,
+                r.num_preemptions,
+                r.max_tokens,
+            )
+            for r in running
+        )
+
+    def victim(
+        self,
+        running: list[Any],
+        requesting: Any,
+        scheduling_policy: str,
+        kv_cache_usage: float,
+        now: float,
+    ) -> Any:
+        """The scheduler's ``_select_preemption_victim``: a context from ``running`` (the
+        requester included), the controller's answer, and the request with that id."""
+        context = PreemptionContext(
+            candidates=self.candidates(running),
+            scheduling_policy=scheduling_policy,
+            requesting_request_id=requesting.request_id,
+            kv_cache_usage=kv_cache_usage,
+            now=now,
+        )
+        victim_id = self.choose(context)
+        return next(r for r in running if r.request_id == victim_id)
+
+    def end_step(self, preempted: bool) -> None:
+        """The end of a scheduler step (nothing to do on this path)."""
+        del preempted
+
+    def summary(self) -> dict[str, Any]:
+        """The host's view for reports: its counters, and the selections that changed the
+        builtin decision."""
+        return {**self.export_stats(), "changed": self.changed}

@@ -1,23 +1,24 @@
-"""The DLA victim rule behind the host contract's ``select_victim`` (DLA.md "Victim rule").
+"""The DLA victim selector: one policy object, three ways into the vLLM-HUST host (DLA.md
+"Host contract: three ways in").
 
-The engine calls :meth:`DlaVictimSelector.select_victim` when the KV block pool is full. The
-policy returns a candidate's ``request_id`` or ``None`` ("abstain: the engine's builtin victim
-stands"). An exception, or an id that is not a candidate, disables the policy in that engine
-process (DLA.md "Host contract"), so the policy never raises: anything it cannot read makes it
-abstain and count a failure.
+:class:`DlaVictimSelector` is at once
 
-The rule reads only these attributes, and checks each one it reads:
+- a typed preemption policy, API 1.0 (``vllm/v1/core/sched/preemption.py``; configured as
+  ``--preemption-policy dla_plugin.selector.DlaVictimSelector``): :meth:`select_victim`
+  returns a candidate's ``request_id`` or ``None`` ("abstain: the builtin victim stands");
+- a ``VictimSelector``, API 1 (``vllm/v1/core/sched/victim_selector.py``), reached through
+  the typed component ``org.vllm-hust.dla/victim-selector`` (its ``implementation_ref`` is
+  ``dla_plugin.selector:DlaVictimSelector``) or the legacy entry point ``dla`` of group
+  ``vllm.victim_selector``: :meth:`pick_victim` returns one of the ``Request`` objects of
+  ``running`` (the host's builtin choice whenever the rule abstains), plus
+  :meth:`emit_observability_log` and :meth:`export_metrics`.
 
-- context: ``scheduling_policy`` (``"fcfs"`` | ``"priority"``), ``candidates`` (any iterable,
-  in running order, not empty), ``builtin_victim_id`` (optional; ``None`` = absent);
-- candidate: ``request_id`` (a non-empty ``str``), ``arrival_time`` (a finite ``float`` or an
-  ``int``), ``num_output_tokens`` (an ``int`` >= 0), ``predicted_length`` (optional; ``None``
-  = no prediction, else an ``int`` >= 0), and ``priority`` (an ``int``) only when the builtin
-  victim must be found under the priority policy.
-
-Integers must be exactly ``int`` (``bool`` and other subclasses are malformed) and fit in a
-signed 64-bit integer, as the engine's own counters do. Duplicate request ids are not detected:
-that would cost a set per call, and the engine's ids are unique.
+Both methods apply the one rule of :mod:`dla_plugin.rule` and count one outcome per call, in
+the selector's own counters and in the process observer: a selection (``changed`` when it
+differs from the host's builtin victim), an abstention, or a failure. The host disables a
+typed policy that raises or returns an unknown id, and a ``VictimSelector`` that returns a
+request outside ``running`` breaks the scheduler, so neither method lets an exception out:
+anything outside the host contract makes the call abstain and count a failure.
 
 Importing this module has no side effects and does not import ``ecpa``: the observer is looked
 up on the first call, once (RUNTIME.md "Hot-path budget").
@@ -26,17 +27,20 @@ up on the first call, once (RUNTIME.md "Hot-path budget").
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
+
+from dla_plugin.rule import builtin_victim, decide, policy_value
 
 __all__ = ["BYPASS_KEY", "DlaVictimSelector"]
 
-#: The emergency bypass (DLA.md "Identity"): ``{BYPASS_KEY: True}`` makes the policy abstain.
+#: The emergency bypass (DLA.md "Identity"): ``{BYPASS_KEY: true}`` in ``additional_config``.
 BYPASS_KEY = "victim_selector_plugin_disabled"
 
-_INT_MIN = -(1 << 63)
-_INT_MAX = (1 << 63) - 1
-_INF = float("inf")
+#: At most one observability log line per this many seconds (the host asks after every step
+#: that preempted, which can be every step under KV pressure).
+LOG_EVERY_S = 10.0
 
 
 class _OutcomeSink(Protocol):
@@ -49,94 +53,6 @@ class _Default(enum.Enum):
     """Sentinel: no observer given, look up the process observer on the first call."""
 
     RESOLVE = "resolve"
-
-
-class _Malformed(Exception):
-    """A context or candidate outside the host contract (internal; never escapes)."""
-
-
-def _decide(context: Any) -> str | None:
-    """The victim rule in one pass over the candidates (DLA.md "Victim rule").
-
-    Returns the chosen request id, or None when the builtin victim has no prediction.
-    Raises ``_Malformed`` (or whatever a foreign attribute access raises) on a context outside
-    the host contract; the caller turns any of these into an abstention and a failure.
-    """
-    policy = context.scheduling_policy
-    if not isinstance(policy, str):
-        raise _Malformed
-    if policy == "fcfs":
-        by_priority = False
-    elif policy == "priority":
-        by_priority = True
-    else:
-        raise _Malformed
-    builtin_id = getattr(context, "builtin_victim_id", None)
-    if builtin_id is not None and (not isinstance(builtin_id, str) or not builtin_id):
-        raise _Malformed
-
-    best_id: str | None = None  # the predicted candidate with the most remaining output
-    best_remaining = -1
-    best_arrival: Any = 0
-    builtin_found = False
-    builtin_predicted = False
-    top_priority: Any = 0  # the builtin victim's key under "priority" without builtin_id
-    top_arrival: Any = 0
-
-    for cand in context.candidates:
-        rid = cand.request_id
-        if not isinstance(rid, str) or not rid:
-            raise _Malformed
-        arrival = cand.arrival_time
-        kind = type(arrival)
-        if kind is float:
-            if not -_INF < arrival < _INF:  # NaN fails both comparisons
-                raise _Malformed
-        elif kind is not int or not _INT_MIN <= arrival <= _INT_MAX:
-            raise _Malformed
-        out = cand.num_output_tokens
-        if type(out) is not int or not 0 <= out <= _INT_MAX:
-            raise _Malformed
-        predicted = getattr(cand, "predicted_length", None)
-        if predicted is not None:
-            if type(predicted) is not int or not 0 <= predicted <= _INT_MAX:
-                raise _Malformed
-            remaining = predicted - out
-            if remaining < 0:
-                remaining = 0  # past its prediction: nothing predicted left
-            # Ties go to the later arrival; on equal arrival, to the later in running order.
-            if remaining > best_remaining or (
-                remaining == best_remaining and arrival >= best_arrival
-            ):
-                best_id, best_remaining, best_arrival = rid, remaining, arrival
-
-        # The builtin victim: given by the engine, or the engine's own choice (DLA.md).
-        if builtin_id is not None:
-            if not builtin_found and rid == builtin_id:
-                builtin_found = True
-                builtin_predicted = predicted is not None
-        elif by_priority:
-            priority = cand.priority
-            if type(priority) is not int or not _INT_MIN <= priority <= _INT_MAX:
-                raise _Malformed
-            # max((priority, arrival_time)); on a tie the first in running order, as max() does.
-            if (
-                not builtin_found
-                or priority > top_priority
-                or (priority == top_priority and arrival > top_arrival)
-            ):
-                builtin_found = True
-                top_priority, top_arrival = priority, arrival
-                builtin_predicted = predicted is not None
-        else:  # fcfs: the last candidate
-            builtin_found = True
-            builtin_predicted = predicted is not None
-
-    if not builtin_found:  # no candidates, or builtin_victim_id is not among them
-        raise _Malformed
-    if not builtin_predicted:
-        return None  # the engine treats unpredicted requests its own way
-    return best_id  # not None: the builtin victim itself has a prediction
 
 
 def _find_plugin_config(source: object) -> Mapping[str, object] | None:
@@ -156,35 +72,49 @@ def _find_plugin_config(source: object) -> Mapping[str, object] | None:
 
 
 def _bypass_requested(config: object) -> bool:
-    """True only for ``{BYPASS_KEY: True}`` (exactly ``True``). Never raises."""
+    """Whether ``config`` sets the bypass: a truthy ``BYPASS_KEY`` value, as the host's
+    ``get_victim_selector`` reads the same key. Never raises (a value whose truth cannot be
+    told leaves the policy active)."""
     try:
-        return isinstance(config, Mapping) and config.get(BYPASS_KEY) is True
+        return isinstance(config, Mapping) and bool(config.get(BYPASS_KEY))
     except Exception:
         return False
 
 
 class DlaVictimSelector:
-    """The DLA victim-selection policy (host contract: vLLM-HUST typed preemption policy 1.0).
+    """The DLA victim-selection policy for every host path (see the module's text).
 
     One instance serves one engine process from the scheduler's thread; it is not meant to be
     shared between threads (the counters are plain integers).
 
     Attributes:
-        failures: calls that abstained because of an internal error (a malformed context),
-            counted with or without an observer.
-        observer_errors: calls whose report to the observer raised (the call's result stands).
+        calls: calls of :meth:`select_victim` or :meth:`pick_victim`.
+        selections: calls where the rule chose the victim (the builtin one included).
+        changed: selections that differ from the host's builtin victim.
+        abstentions: calls that left the builtin victim standing (the bypass included).
+        failures: calls that abstained because of an input outside the host contract.
+        observer_errors: calls whose report to a given observer raised (the result stands).
     """
+
+    #: The host's ``VictimSelector`` API this class implements (checked by the host).
+    vllm_victim_selector_api_version: ClassVar[int] = 1
 
     __slots__ = (
         "_abstention",
         "_bound",
+        "_changed",
         "_disabled",
         "_failure",
         "_guarded",
+        "_logged_at",
         "_observer",
         "_selection",
+        "abstentions",
+        "calls",
+        "changed",
         "failures",
         "observer_errors",
+        "selections",
     )
 
     def __init__(
@@ -196,7 +126,7 @@ class DlaVictimSelector:
         """Build the policy. Never raises.
 
         Args:
-            config: the plugin's configuration; ``{"victim_selector_plugin_disabled": True}``
+            config: the plugin's configuration; a truthy ``"victim_selector_plugin_disabled"``
                 makes every call abstain. Any other value (or a non-mapping) leaves it active.
             observer: where each call's outcome is counted. By default the process observer
                 (``ecpa.observer.process_observer()``), looked up once, on the first call;
@@ -207,8 +137,9 @@ class DlaVictimSelector:
         self._guarded = True
         self._bound = False
         # Outcome codes, read from ecpa.observer on the first call (unused without observer).
-        self._selection = self._abstention = self._failure = -1
-        self.failures = 0
+        self._selection = self._changed = self._abstention = self._failure = -1
+        self._logged_at: float | None = None
+        self.calls = self.selections = self.changed = self.abstentions = self.failures = 0
         self.observer_errors = 0
 
     @classmethod
@@ -218,7 +149,8 @@ class DlaVictimSelector:
         *,
         observer: _OutcomeSink | _Default | None = _Default.RESOLVE,
     ) -> DlaVictimSelector:
-        """Build the policy from the engine's configuration. Never raises.
+        """Build the policy from the engine's configuration (every host path calls this).
+        Never raises.
 
         The bypass is looked up in ``vllm_config`` itself when it is a mapping, in its
         ``"additional_config"`` member, or in its ``additional_config`` attribute; any other
@@ -243,6 +175,7 @@ class DlaVictimSelector:
             self._observer = None
             return
         self._selection = observer_module.SELECTION
+        self._changed = observer_module.CHANGED
         self._abstention = observer_module.ABSTENTION
         self._failure = observer_module.FAILURE
         if self._observer is _Default.RESOLVE:
@@ -251,35 +184,7 @@ class DlaVictimSelector:
             self._observer = observer_module.process_observer()
             self._guarded = False
 
-    def select_victim(self, context: object) -> str | None:
-        """The request id to preempt, or ``None`` to let the engine's builtin victim stand.
-
-        Abstains when the bypass is set, when the builtin victim has no prediction, and when
-        the context is outside the host contract (then ``failures`` grows by one). Otherwise
-        returns, among the candidates with a prediction, the one with the most predicted
-        remaining output ``max(predicted_length - num_output_tokens, 0)``; ties go to the
-        later ``arrival_time``, then to the later in running order. A returned id is always a
-        candidate's ``request_id``.
-
-        Each call reports exactly one outcome to the observer, when there is one: SELECTION
-        (an id returned), ABSTENTION (``None``, the bypass included) or FAILURE.
-
-        Never raises (an ``Exception``); the first call may be slower (observer lookup).
-        """
-        if not self._bound:
-            self._bind()
-        if self._disabled:
-            victim = None
-            outcome = self._abstention
-        else:
-            try:
-                victim = _decide(context)
-            except Exception:
-                self.failures += 1
-                victim = None
-                outcome = self._failure
-            else:
-                outcome = self._abstention if victim is None else self._selection
+    def _report(self, outcome: int) -> None:
         observer = self._observer
         if observer is not None:
             if self._guarded:  # an observer the caller gave: its failures are counted
@@ -289,4 +194,127 @@ class DlaVictimSelector:
                     self.observer_errors += 1
             else:  # ecpa's process observer never raises: nothing of the host is caught
                 observer.count(outcome)
-        return victim
+
+    def _judge(self, candidates: Any, policy: Any, builtin_id: Any) -> tuple[Any, Any]:
+        """Count one call and decide it: ``(chosen or None, builtin or None)``; reports the
+        outcome. Never raises an ``Exception``."""
+        if not self._bound:
+            self._bind()
+        self.calls += 1
+        if self._disabled:
+            self.abstentions += 1
+            self._report(self._abstention)
+            return None, None
+        try:
+            chosen, builtin = decide(candidates, policy_value(policy), builtin_id)
+        except Exception:
+            self.failures += 1
+            self._report(self._failure)
+            return None, None
+        if chosen is None:
+            self.abstentions += 1
+            self._report(self._abstention)
+        elif chosen is builtin:
+            self.selections += 1
+            self._report(self._selection)
+        else:
+            self.selections += 1
+            self.changed += 1
+            self._report(self._changed)
+        return chosen, builtin
+
+    def select_victim(self, context: object) -> str | None:
+        """Typed preemption policy (API 1.0): the request id to preempt, or ``None`` to let
+        the engine's builtin victim stand.
+
+        Reads ``context.candidates``, ``context.scheduling_policy`` and, on newer hosts,
+        ``context.builtin_victim_id`` (else the builtin victim is found by the engine's own
+        rule). Abstains when the bypass is set, when the builtin victim has no prediction
+        (candidates without ``predicted_length``, as the current host's, always abstain),
+        and when the context is outside the host contract (then ``failures`` grows). A
+        returned id is always a candidate's ``request_id``.
+
+        Never raises (an ``Exception``); the first call may be slower (observer lookup).
+        """
+        try:
+            candidates = context.candidates  # type: ignore[attr-defined]
+            policy = context.scheduling_policy  # type: ignore[attr-defined]
+            builtin_id = getattr(context, "builtin_victim_id", None)
+        except Exception:
+            candidates = policy = builtin_id = None  # decide() refuses it: a failure
+        chosen, _ = self._judge(candidates, policy, builtin_id)
+        return None if chosen is None else chosen.request_id
+
+    def pick_victim(
+        self,
+        running: Any,
+        policy: Any,
+        *,
+        kv_utilization: float | None = None,
+        now_s: float | None = None,
+    ) -> Any:
+        """``VictimSelector`` API 1: the request to preempt, one of the objects of
+        ``running`` (the scheduler then removes that very object from ``running``).
+
+        ``policy`` is the host's ``SchedulingPolicy`` (``.value`` ``"fcfs"`` or
+        ``"priority"``); ``kv_utilization`` and ``now_s`` are not read. When the rule
+        abstains (bypass, an unpredicted builtin victim, or an input outside the contract,
+        counted as a failure), the host's builtin choice is returned: the last request under
+        FCFS, the largest ``(priority, arrival_time)`` under priority.
+
+        Raises:
+            ValueError: only when ``running`` is empty, as the host's builtin selector does
+                (there is no victim to give; the scheduler never asks then).
+        """
+        del kv_utilization, now_s  # the rule does not read them
+        try:
+            requests = running if type(running) is list else list(running)
+        except Exception:
+            requests = None
+        chosen, builtin = self._judge(requests, policy, None)
+        if chosen is not None:
+            return chosen
+        if builtin is not None:
+            return builtin
+        if requests is None:
+            requests = running  # not iterable: as the host's own selector would see it
+        try:
+            by_priority = policy_value(policy)
+        except Exception:
+            by_priority = False
+        return builtin_victim(requests, by_priority)
+
+    def emit_observability_log(self, logger: Any, scheduler_name: str) -> None:
+        """Log the counters, at most once every :data:`LOG_EVERY_S` seconds (the host calls
+        this after every step that preempted). Never raises."""
+        try:
+            now = time.monotonic()
+            if self._logged_at is not None and now - self._logged_at < LOG_EVERY_S:
+                return
+            self._logged_at = now
+            logger.info(
+                "%s: DLA victim selector calls=%d selections=%d changed=%d abstentions=%d "
+                "failures=%d bypass=%s",
+                scheduler_name,
+                self.calls,
+                self.selections,
+                self.changed,
+                self.abstentions,
+                self.failures,
+                self._disabled,
+            )
+        except Exception:  # noqa: S110 - a broken logger must not break scheduling
+            pass
+
+    def export_metrics(self) -> dict[str, int]:
+        """The counters as a flat dict: ``calls``, ``selections``, ``changed``,
+        ``abstentions``, ``failures``, ``observer_errors`` and ``bypass`` (0 or 1)."""
+        return {
+            "calls": self.calls,
+            "selections": self.selections,
+            "changed": self.changed,
+            "abstentions": self.abstentions,
+            "failures": self.failures,
+            "observer_errors": self.observer_errors,
+            "bypass": int(self._disabled),
+        }

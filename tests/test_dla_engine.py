@@ -75,9 +75,19 @@ def test_abstention_keeps_the_builtin_victim_and_the_policy_sees_it() -> None:
 
 
 def test_a_candidate_choice_is_taken() -> None:
-    controller = PreemptionController(Fixed("a"))
+    controller = PreemptionController(Fixed("a", "a"))
     assert controller.choose(context(cand("a"), cand("b"))) == "a"
-    assert controller.stats.policy_choices == 1
+    assert controller.choose(context(cand("a"), cand("b"))) == "a"
+    assert controller.export_stats() == {
+        "policy_name": f"{Fixed.__module__}.{Fixed.__qualname__}",
+        "enabled": True,
+        "calls": 2,
+        "selections": 2,
+        "abstentions": 0,
+        "failures": 0,
+        "invalid_selections": 0,
+    }
+    assert controller.changed == 2  # "b" was the builtin victim
 
 
 @pytest.mark.parametrize("bad", [RuntimeError("boom"), "zzz", 7])
@@ -89,14 +99,20 @@ def test_misbehaving_policy_is_disabled_for_good(bad: object) -> None:
     assert controller.disabled
     assert controller.choose(ctx) == "b"  # not asked again
     assert len(policy.seen) == 1
-    assert controller.stats.builtin_only == 1
-    assert controller.stats.disabled_reason is not None
+    assert controller.builtin_only == 1
+    assert controller.disabled_reason is not None
+    stats = controller.export_stats()
+    # The host's semantics: one call counted, one failure; an unknown id is also invalid.
+    assert (stats["calls"], stats["failures"], stats["enabled"]) == (1, 1, False)
+    assert stats["invalid_selections"] == (0 if isinstance(bad, Exception) else 1)
 
 
 def test_no_policy_is_the_builtin_rule() -> None:
     controller = PreemptionController(None)
     assert controller.choose(context(cand("a"), cand("b"), policy="fcfs")) == "b"
-    assert controller.stats.builtin_only == 1
+    assert controller.builtin_only == 1
+    assert controller.export_stats()["calls"] == 0  # the host counts nothing without a policy
+    assert controller.export_stats()["policy_name"] == "builtin"
 
 
 # --- the engine -----------------------------------------------------------------------------

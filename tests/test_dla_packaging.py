@@ -1,5 +1,6 @@
-"""DLA packaging (DLA.md "Identity"): entry points, the Bundle manifest v1 and its schema, and
-imports without side effects."""
+"""DLA packaging (DLA.md "Identity"): entry points, the extension bundle manifest v1 as the
+vLLM-HUST host defines and discovers it, our schema of it, and imports without side
+effects."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from importlib import resources
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, entry_points, version
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,13 +19,21 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from dla_plugin.selector import BYPASS_KEY, DlaVictimSelector
+from dla_plugin.host_bundles import (
+    BundleError,
+    check_manifest,
+    discover_installed,
+    resolve_startup,
+)
+from dla_plugin.host_selector import load_implementation
+from dla_plugin.selector import DlaVictimSelector
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "schemas" / "bundle-manifest-v1.schema.json"
-BUNDLE_GROUP = "vllm_hust.extension_bundles"
+BUNDLE_GROUP = "vllm.extension_bundles"
 SELECTOR_GROUP = "vllm.victim_selector"
 BUNDLE_ID = "org.vllm-hust.dla"
+MANIFEST_NAME = "vllm-hust-extension-v1.json"
 
 
 def _one(group: str, name: str) -> EntryPoint:
@@ -63,51 +72,74 @@ def test_victim_selector_entry_point_loads_the_class() -> None:
     assert ep.dist.name == "ecpa"
 
 
-def test_bundle_entry_point_names_a_package_with_exactly_one_manifest() -> None:
+def test_bundle_is_registered_where_the_host_discovers_bundles() -> None:
+    """The host reads group ``vllm.extension_bundles``; the name it once had here,
+    ``vllm_hust.extension_bundles``, is read by nothing, so it is gone."""
     ep = _one(BUNDLE_GROUP, BUNDLE_ID)
     assert ep.value == "dla_plugin.manifests"
-    assert [f.name for f in _manifest_files()] == ["vllm-hust-bundle-v1.json"]
+    assert [f.name for f in _manifest_files()] == [MANIFEST_NAME]
     source_dir = ROOT / "dla_plugin" / "manifests"
-    assert [p.name for p in source_dir.glob("*.json")] == ["vllm-hust-bundle-v1.json"]
+    assert [p.name for p in source_dir.glob("*.json")] == [MANIFEST_NAME]
+    assert list(entry_points(group="vllm_hust.extension_bundles")) == []
+
+
+def test_the_host_model_discovers_and_admits_the_installed_bundle() -> None:
+    (bundle,) = discover_installed([BUNDLE_ID])
+    assert (bundle.bundle_id, bundle.distribution) == (BUNDLE_ID, "ecpa")
+    assert bundle.manifest_path.name == MANIFEST_NAME
+    assert bundle.manifest == _manifest()
+    (component,) = resolve_startup([BUNDLE_ID])
+    assert component.qualified_id == f"{BUNDLE_ID}/victim-selector"
+    assert load_implementation(component.implementation_ref) is DlaVictimSelector
 
 
 # -- the manifest and its schema ---------------------------------------------------------------
 
 
-def test_manifest_validates_against_the_schema() -> None:
-    validator = _validator()
+def test_manifest_validates_against_the_schema_and_the_hosts_rules() -> None:
     manifest = _manifest()
-    assert list(validator.iter_errors(manifest)) == []
+    assert list(_validator().iter_errors(manifest)) == []
+    (component,) = check_manifest(manifest)
+    assert component.component_id == "victim-selector"
 
 
 def test_manifest_says_what_dla_md_says() -> None:
     manifest = _manifest()
-    assert manifest["manifest_version"] == 1
+    assert list(manifest) == [
+        "schema_version",
+        "bundle_id",
+        "bundle_version",
+        "host_api_range",
+        "components",
+    ]
+    assert manifest["schema_version"] == "1.0"
     assert manifest["bundle_id"] == BUNDLE_ID
+    assert manifest["bundle_version"] == version("ecpa")  # the wheel's own version
+    assert manifest["host_api_range"] == ">=1.0,<2"
     (component,) = manifest["components"]
-    assert component["id"] == f"{BUNDLE_ID}/victim-selector"
-    assert component["kind"] == "victim-selector"
-    assert component["contract"] == "vllm.scheduler.policy.v1"
-    assert (component["plane"], component["isolation"]) == ("scheduler", "trusted_in_process")
-    assert component["permissions"] == []
-    assert component["bypass"] == {BYPASS_KEY: True}
+    assert component == {
+        "component_id": "victim-selector",
+        "contracts": ["vllm.scheduler.policy.v1"],
+        "execution_planes": ["scheduler"],
+        "isolation": "trusted_in_process",
+        "implementation_ref": "dla_plugin.selector:DlaVictimSelector",
+        "permissions": [],
+    }
 
 
-def test_manifest_agrees_with_what_is_installed() -> None:
-    # What the schema cannot say: ids under the bundle id, unique, and entry points real.
-    manifest = _manifest()
-    ids = [c["id"] for c in manifest["components"]]
-    assert len(set(ids)) == len(ids)
-    for component in manifest["components"]:
-        assert component["id"].startswith(manifest["bundle_id"] + "/")
-        declared = component["entry_point"]
-        ep = _one(declared["group"], declared["name"])
-        assert ep.value == declared["value"]
-        assert ep.dist is not None
-        assert ep.dist.name == manifest["distribution"]
-        # The declared bypass really makes the component abstain.
-        selector = ep.load()(component["bypass"], observer=None)
-        assert selector.disabled
+def test_the_old_manifest_breaks_the_hosts_rules() -> None:
+    """Fact 4 of the real-host review: the manifest once shipped had other members."""
+    old = {
+        "manifest_version": 1,
+        "bundle_id": BUNDLE_ID,
+        "distribution": "ecpa",
+        "description": "DLA",
+        "components": [{"id": "x", "contract": "vllm.scheduler.policy.v1"}],
+    }
+    errors = list(_validator().iter_errors(old))
+    assert len(errors) >= 5
+    with pytest.raises(BundleError, match="unknown fields"):
+        check_manifest(old)
 
 
 def _drop(key: str) -> Callable[[dict[str, Any]], None]:
@@ -118,50 +150,69 @@ def _component(**changes: Any) -> Callable[[dict[str, Any]], None]:
     return lambda doc: doc["components"][0].update(changes)
 
 
+def _component_drop(key: str) -> Callable[[dict[str, Any]], None]:
+    return lambda doc: doc["components"][0].pop(key)
+
+
 BROKEN: dict[str, Callable[[dict[str, Any]], None]] = {
-    "an extra member": lambda doc: doc.update(extra=1),
+    "an extra member": lambda doc: doc.update(description="DLA"),
+    "no schema_version": _drop("schema_version"),
     "no bundle_id": _drop("bundle_id"),
-    "no manifest_version": _drop("manifest_version"),
+    "no bundle_version": _drop("bundle_version"),
+    "no host_api_range": _drop("host_api_range"),
     "no components": _drop("components"),
-    "no description": _drop("description"),
-    "manifest_version 2": lambda doc: doc.update(manifest_version=2),
-    "manifest_version true": lambda doc: doc.update(manifest_version=True),
-    "bundle_id of one label": lambda doc: doc.update(bundle_id="dla"),
+    "schema_version 1": lambda doc: doc.update(schema_version=1),
+    "schema_version 2.0": lambda doc: doc.update(schema_version="2.0"),
     "bundle_id upper case": lambda doc: doc.update(bundle_id="Org.vllm-hust.dla"),
-    "bundle_id trailing newline": lambda doc: doc.update(bundle_id=BUNDLE_ID + "\n"),
-    "distribution with a space": lambda doc: doc.update(distribution="ec pa"),
+    "bundle_id with a slash": lambda doc: doc.update(bundle_id="org/dla"),
+    "bundle_version not semver": lambda doc: doc.update(bundle_version="1.0"),
+    "bundle_version with a v": lambda doc: doc.update(bundle_version="v1.0.0"),
+    "host_api_range with a space": lambda doc: doc.update(host_api_range=">=1.0, <2"),
+    "host_api_range without an operator": lambda doc: doc.update(host_api_range="1.0"),
+    "host_api_range of four parts": lambda doc: doc.update(host_api_range=">=1.0.0.0"),
     "empty components": lambda doc: doc.update(components=[]),
-    "a component's extra member": _component(extra=True),
-    "a component without bypass": lambda doc: doc["components"][0].pop("bypass"),
-    "a component id without a name": _component(id=BUNDLE_ID + "/"),
-    "a component id without the bundle": _component(id="victim-selector"),
-    "an unknown kind": _component(kind="scorer"),
-    "a contract without a version": _component(contract="vllm.scheduler.policy"),
-    "an unknown plane": _component(plane="worker"),
+    "components not a list": lambda doc: doc.update(components={}),
+    "a component's extra member": _component(kind="victim-selector"),
+    "a component without component_id": _component_drop("component_id"),
+    "a component without contracts": _component_drop("contracts"),
+    "a component without execution_planes": _component_drop("execution_planes"),
+    "a component without isolation": _component_drop("isolation"),
+    "a component without implementation_ref": _component_drop("implementation_ref"),
+    "a component id with a slash": _component(component_id=f"{BUNDLE_ID}/victim-selector"),
+    "a component id upper case": _component(component_id="Victim-selector"),
+    "an unknown contract": _component(contracts=["vllm.scheduler.policy"]),
+    "no contract": _component(contracts=[]),
+    "a contract twice": _component(contracts=["vllm.scheduler.policy.v1"] * 2),
+    "contracts a string": _component(contracts="vllm.scheduler.policy.v1"),
+    "an unknown plane": _component(execution_planes=["gpu"]),
+    "no plane": _component(execution_planes=[]),
     "an unknown isolation": _component(isolation="subprocess"),
+    "an empty implementation_ref": _component(implementation_ref=""),
     "permissions not a list": _component(permissions="none"),
-    "duplicate permissions": _component(permissions=["net", "net"]),
-    "an entry point without a colon": _component(
-        entry_point={"group": SELECTOR_GROUP, "name": "dla", "value": "dla_plugin.selector"}
-    ),
-    "an entry point with an extra member": _component(
-        entry_point={
-            "group": SELECTOR_GROUP,
-            "name": "dla",
-            "value": "dla_plugin.selector:DlaVictimSelector",
-            "extras": [],
-        }
-    ),
-    "a bypass set to false": _component(bypass={BYPASS_KEY: False}),
-    "a bypass with another key": _component(bypass={BYPASS_KEY: True, "x": 1}),
+    "an unknown permission": _component(permissions=["net"]),
+    "duplicate permissions": _component(permissions=["ipc", "ipc"]),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
-def test_schema_refuses_a_broken_manifest(name: str) -> None:
+def test_schema_and_host_rules_refuse_a_broken_manifest(name: str) -> None:
     doc = copy.deepcopy(_manifest())
     BROKEN[name](doc)
     assert not _validator().is_valid(doc)
+    with pytest.raises(BundleError):
+        check_manifest(doc)
+
+
+def test_host_rules_beyond_the_schema() -> None:
+    doc = copy.deepcopy(_manifest())
+    doc["components"].append(copy.deepcopy(doc["components"][0]))
+    assert _validator().is_valid(doc)  # the schema cannot say it
+    with pytest.raises(BundleError, match="component ids must be unique"):
+        check_manifest(doc)
+    doc = copy.deepcopy(_manifest())
+    doc["components"][0].pop("permissions")  # optional: the default is none
+    assert _validator().is_valid(doc)
+    assert check_manifest(doc)[0].permissions == ()
 
 
 def _objects(node: Any) -> list[dict[str, Any]]:
@@ -182,10 +233,10 @@ def test_schema_is_strict() -> None:
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     objects = _objects(schema)
-    assert len(objects) >= 4  # manifest, component, entry_point, bypass
+    assert len(objects) == 2  # manifest, component
     for node in objects:
         assert node["additionalProperties"] is False
-        assert set(node["required"]) == set(node["properties"])
+        assert set(node["required"]) | {"permissions"} >= set(node["properties"])
         assert node.get("type") == "object"
 
 
@@ -208,7 +259,7 @@ print(json.dumps({"threads": threading.active_count(), "calls": len(calls), "mod
 
 _IMPORT_MINE = """
 import json, sys, threading
-import dla_plugin, dla_plugin.selector, dla_plugin.admission, dla_plugin.legacy
+import dla_plugin, dla_plugin.selector, dla_plugin.admission, dla_plugin.rule
 import dla_plugin.contract, dla_plugin.manifests
 print(json.dumps({"threads": threading.active_count(), "ecpa": "ecpa" in sys.modules}))
 """
@@ -261,7 +312,7 @@ def test_importing_any_module_has_no_side_effects(tmp_path: Path, launch: bool) 
     result = _run(_IMPORT_ALL, tmp_path, launch)
     assert result["threads"] == 1
     assert result["calls"] == 0  # process_observer is looked up on the first call only
-    for name in ("dla_plugin.selector", "dla_plugin.admission", "dla_plugin.legacy"):
+    for name in ("dla_plugin.selector", "dla_plugin.rule", "dla_plugin.host_selector"):
         assert name in result["modules"]
 
 

@@ -1,8 +1,11 @@
-"""The DLA policy (DLA.md): victim rule, observer outcomes, admission reserve, legacy API."""
+"""The DLA policy (DLA.md): victim rule, observer outcomes, admission reserve, pick_victim."""
 
 from __future__ import annotations
 
+import decimal
+import enum
 import math
+import numbers
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,11 +24,28 @@ from dla_plugin import (
     WaitingRequest,
     admit,
     blocks_needed,
-    pick_victim,
 )
 from dla_plugin.selector import BYPASS_KEY
 
 SEL, ABS, FAIL = ecpa.observer.SELECTION, ecpa.observer.ABSTENTION, ecpa.observer.FAILURE
+CHG = ecpa.observer.CHANGED  # a selection other than the builtin victim
+
+
+class IntSub(int):
+    """An int subclass that is not a bool (an enum-like count, say)."""
+
+
+class numbers_integral:
+    """A numbers.Integral that is not an int (as a numpy integer is)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+numbers.Integral.register(numbers_integral)
 
 
 class FakeObserver:
@@ -55,16 +75,20 @@ def run(context: object, **config: object) -> tuple[str | None, DlaVictimSelecto
     return selector.select_victim(context), selector, fake.outcomes
 
 
+def builtin_of(context: PreemptionContext) -> Candidate:
+    """The engine's own victim, the slow, obvious way (valid contexts only)."""
+    cands = list(context.candidates)
+    if context.builtin_victim_id is not None:
+        return next(c for c in cands if c.request_id == context.builtin_victim_id)
+    if context.scheduling_policy == "fcfs":
+        return cands[-1]
+    return max(cands, key=lambda c: (c.priority, c.arrival_time))
+
+
 def reference(context: PreemptionContext) -> str | None:
     """DLA.md's victim rule written the slow, obvious way (valid contexts only)."""
     cands = list(context.candidates)
-    if context.builtin_victim_id is not None:
-        builtin = next(c for c in cands if c.request_id == context.builtin_victim_id)
-    elif context.scheduling_policy == "fcfs":
-        builtin = cands[-1]
-    else:
-        builtin = max(cands, key=lambda c: (c.priority, c.arrival_time))
-    if builtin.predicted_length is None:
+    if builtin_of(context).predicted_length is None:
         return None
     ranked = [
         (max(c.predicted_length - c.num_output_tokens, 0), c.arrival_time, i, c.request_id)
@@ -72,6 +96,13 @@ def reference(context: PreemptionContext) -> str | None:
         if c.predicted_length is not None
     ]
     return max(ranked)[3]
+
+
+def expected_outcome(context: PreemptionContext, victim: str | None) -> int:
+    """ABS, SEL (the builtin victim itself) or CHG (another one) for a valid context."""
+    if victim is None:
+        return ABS
+    return SEL if victim == builtin_of(context).request_id else CHG
 
 
 # -- the victim rule ---------------------------------------------------------------------------
@@ -94,11 +125,14 @@ def test_most_predicted_remaining_output_is_chosen() -> None:
     cands = [cand("a", pred=100, out=10), cand("b", pred=50), cand("c", pred=200, out=150)]
     victim, _, outcomes = run(ctx(cands))
     assert victim == "a"  # 90 remaining, against 50 and 50
-    assert outcomes == [SEL]
+    assert outcomes == [CHG]  # the builtin victim was "c": the plugin changed the decision
 
 
 def test_the_builtin_victim_itself_may_be_chosen() -> None:
-    assert run(ctx([cand("a", pred=5), cand("b", pred=50)]))[0] == "b"
+    victim, selector, outcomes = run(ctx([cand("a", pred=5), cand("b", pred=50)]))
+    assert victim == "b"
+    assert outcomes == [SEL]  # a selection, and not a changed decision
+    assert (selector.selections, selector.changed) == (1, 0)
 
 
 def test_remaining_output_clamps_at_zero() -> None:
@@ -173,8 +207,12 @@ def test_bypass_always_abstains_and_counts_an_abstention() -> None:
         ({"additional_config": {BYPASS_KEY: True}}, True),
         (SimpleNamespace(additional_config={BYPASS_KEY: True}), True),
         ({BYPASS_KEY: False}, False),
-        ({BYPASS_KEY: "true"}, False),  # exactly true, as DLA.md writes it
-        ({BYPASS_KEY: 1}, False),
+        # Truthy, as the host's get_victim_selector reads the same key on its paths.
+        ({BYPASS_KEY: "true"}, True),
+        ({BYPASS_KEY: 1}, True),
+        ({BYPASS_KEY: 0}, False),
+        ({BYPASS_KEY: ""}, False),
+        ({BYPASS_KEY: None}, False),
         (SimpleNamespace(additional_config=None), False),
         (None, False),
         (42, False),
@@ -253,7 +291,12 @@ MALFORMED: dict[str, object] = {
     "prediction str": _with(predicted_length="100"),
     "prediction bool": _with(predicted_length=True),
     "prediction negative": _with(predicted_length=-5),
-    "prediction float": _with(predicted_length=100.0),
+    "prediction fractional": _with(predicted_length=100.5),
+    "prediction negative float": _with(predicted_length=-1.0),
+    "prediction inf": _with(predicted_length=math.inf),
+    "prediction huge float": _with(predicted_length=1e30),
+    "prediction complex": _with(predicted_length=100j),
+    "prediction Decimal": _with(predicted_length=decimal.Decimal(100)),
     "prediction NaN": _with(predicted_length=math.nan),
     "prediction huge": _with(predicted_length=10**30),
     "arrival NaN": _with(arrival_time=math.nan),
@@ -354,7 +397,9 @@ def test_any_candidates_give_none_or_a_candidate_id(context: PreemptionContext) 
     victim, selector, outcomes = run(context)
     ids = [getattr(c, "request_id", None) for c in context.candidates]
     assert victim is None or (isinstance(victim, str) and victim in ids)
-    assert outcomes == [SEL if victim is not None else FAIL if selector.failures else ABS]
+    assert outcomes == [
+        (SEL, CHG)[selector.changed] if victim is not None else FAIL if selector.failures else ABS
+    ]
 
 
 @settings(deadline=None, max_examples=200)
@@ -380,7 +425,7 @@ def test_the_single_pass_matches_the_rule_as_written(context: PreemptionContext)
     victim, selector, outcomes = run(context)
     assert victim == reference(context)
     assert selector.failures == 0
-    assert outcomes == [ABS if victim is None else SEL]
+    assert outcomes == [expected_outcome(context, victim)]
 
 
 # -- observer outcomes -------------------------------------------------------------------------
@@ -393,7 +438,17 @@ def test_one_outcome_per_call() -> None:
     assert selector.select_victim(ctx([cand("a")])) is None
     assert selector.select_victim(ctx([])) is None
     assert selector.select_victim(ctx(_valid(), builtin="b")) == "a"
-    assert fake.outcomes == [SEL, ABS, FAIL, SEL]
+    assert selector.select_victim(ctx(_valid(), builtin="a")) == "a"
+    assert fake.outcomes == [CHG, ABS, FAIL, CHG, SEL]
+    assert selector.export_metrics() == {
+        "calls": 5,
+        "selections": 3,
+        "changed": 2,
+        "abstentions": 1,
+        "failures": 1,
+        "observer_errors": 0,
+        "bypass": 0,
+    }
 
 
 def test_a_raising_observer_does_not_change_the_result() -> None:
@@ -421,7 +476,7 @@ def test_process_observer_is_looked_up_once_on_first_call(monkeypatch: pytest.Mo
     for _ in range(3):
         selector.select_victim(ctx(_valid()))
     assert lookups == [1]
-    assert fake.outcomes == [SEL, SEL, SEL]
+    assert fake.outcomes == [CHG, CHG, CHG]
 
 
 def test_without_ecpa_installed_nothing_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -536,32 +591,118 @@ def test_admission_refuses_bad_inputs(request_: object, free: Any, block_size: A
         admit(request_, free, block_size)
 
 
-# -- legacy API --------------------------------------------------------------------------------
+# -- VictimSelector API 1: pick_victim --------------------------------------------------------
+
+
+class Policy(enum.Enum):
+    """The host's SchedulingPolicy shape: a plain Enum whose value is the policy's name."""
+
+    FCFS = "fcfs"
+    PRIORITY = "priority"
+
+
+def _host_builtin(running: list[Any], policy: str) -> Any:
+    if policy == "priority":
+        return max(running, key=lambda r: (r.priority, r.arrival_time))
+    return running[-1]
 
 
 @settings(deadline=None, max_examples=300)
 @given(
     context=st.one_of(valid_contexts(), ANY_CONTEXT),
-    kv=st.floats(0, 1),
-    now=st.floats(0, 1e9),
+    kv=st.none() | st.floats(0, 1),
+    now=st.none() | st.floats(0, 1e9),
 )
-def test_pick_victim_equals_select_victim(
-    context: PreemptionContext, kv: float, now: float
+def test_pick_victim_applies_the_same_rule(
+    context: PreemptionContext, kv: float | None, now: float | None
 ) -> None:
-    legacy, current = DlaVictimSelector(observer=None), DlaVictimSelector(observer=None)
+    typed, selector = DlaVictimSelector(observer=None), DlaVictimSelector(observer=None)
     running = list(context.candidates)
-    expected = current.select_victim(
-        PreemptionContext(tuple(running), context.scheduling_policy, None, kv, now)
+    expected = typed.select_victim(
+        PreemptionContext(tuple(running), context.scheduling_policy, None, 0.5, 1.0)
     )
-    assert pick_victim(running, context.scheduling_policy, kv, now, selector=legacy) == expected
-    assert legacy.failures == current.failures
+    policy = Policy(context.scheduling_policy) if context.scheduling_policy != "lifo" else "lifo"
+    if not running:
+        with pytest.raises(ValueError, match="running is empty"):
+            selector.pick_victim(running, policy, kv_utilization=kv, now_s=now)
+        return
+    victim = selector.pick_victim(running, policy, kv_utilization=kv, now_s=now)
+    assert any(victim is r for r in running)  # one of running, by identity
+    if expected is not None:
+        assert victim.request_id == expected
+    elif selector.failures == 0:  # an abstention: the host's builtin choice, the same object
+        assert victim is _host_builtin(running, context.scheduling_policy)
+    assert (selector.failures, selector.selections, selector.changed) == (
+        typed.failures,
+        typed.selections,
+        typed.changed,
+    )
 
 
-def test_pick_victim_never_raises_and_counts_failures() -> None:
+def test_pick_victim_reads_the_hosts_enum_and_returns_the_object() -> None:
     fake = FakeObserver()
     selector = DlaVictimSelector(observer=fake)
-    assert pick_victim(5, "fcfs", 0.9, 1.0, selector=selector) is None  # type: ignore[arg-type]
-    assert pick_victim(_valid(), "fcfs", 0.9, 1.0, selector=selector) == "a"
-    assert pick_victim(_valid(), "priority", 0.9, 1.0, selector=selector) == "a"
-    assert fake.outcomes == [FAIL, SEL, SEL]
-    assert pick_victim(_valid(), "fcfs", 0.9, 1.0) == "a"  # the process's shared selector
+    running = _valid()
+    assert selector.pick_victim(running, Policy.FCFS) is running[0]
+    assert selector.pick_victim(running, Policy.PRIORITY) is running[0]
+    assert selector.pick_victim(running, "fcfs") is running[0]  # a plain str is fine too
+    unpredicted = [cand("a"), cand("b")]
+    assert selector.pick_victim(unpredicted, Policy.FCFS) is unpredicted[1]
+    assert fake.outcomes == [CHG, CHG, CHG, ABS]
+    assert selector.failures == 0
+
+
+def test_pick_victim_never_raises_but_for_an_empty_running() -> None:
+    fake = FakeObserver()
+    selector = DlaVictimSelector(observer=fake)
+    running = _valid()
+    assert selector.pick_victim(running, "lifo") is running[-1]  # unknown policy: a failure
+    assert selector.pick_victim(running, None) is running[-1]
+    broken = [*running, Exploding()]
+    assert selector.pick_victim(broken, Policy.FCFS) is broken[-1]
+    prio = [SimpleNamespace(request_id="x", arrival_time=1.0, num_output_tokens=0)]
+    assert selector.pick_victim(prio, Policy.PRIORITY) is prio[0]  # no priority: the last
+    assert fake.outcomes == [FAIL, FAIL, FAIL, FAIL]
+    with pytest.raises(ValueError, match="running is empty"):
+        selector.pick_victim([], Policy.FCFS)  # as the host's builtin selector: no victim
+
+
+def test_pick_victim_under_the_bypass_is_the_builtin_choice() -> None:
+    fake = FakeObserver()
+    selector = DlaVictimSelector({BYPASS_KEY: True}, observer=fake)
+    running = _valid()
+    assert selector.pick_victim(running, Policy.FCFS) is running[-1]
+    assert fake.outcomes == [ABS]
+    assert selector.export_metrics()["bypass"] == 1
+
+
+def test_emit_observability_log_is_rate_limited_and_never_raises(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    selector = DlaVictimSelector(observer=None)
+    selector.pick_victim(_valid(), Policy.FCFS)
+    logger = logging.getLogger("test.dla")
+    with caplog.at_level(logging.INFO, logger="test.dla"):
+        selector.emit_observability_log(logger, "Scheduler")
+        selector.emit_observability_log(logger, "Scheduler")
+    assert len(caplog.records) == 1
+    assert "calls=1 selections=1 changed=1" in caplog.records[0].getMessage()
+    selector.emit_observability_log(None, "Scheduler")  # a broken logger: nothing raised
+
+
+@pytest.mark.parametrize(
+    ("value", "victim"),
+    [
+        (100, "a"),
+        (100.0, "a"),  # a JSON client's float
+        (IntSub(100), "a"),
+        (numbers_integral(100), "a"),
+    ],
+)
+def test_integral_predictions_are_accepted(value: object, victim: str) -> None:
+    cands = _valid()
+    cands[0] = SimpleNamespace(**{**vars(cands[0]), "predicted_length": value})
+    chosen, selector, outcomes = run(ctx(cands))
+    assert (chosen, selector.failures, outcomes) == (victim, 0, [CHG])

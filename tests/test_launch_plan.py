@@ -229,8 +229,9 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch, *values: str) -> None:
 
 def test_default_plan_from_the_bundle_manifest(bundle: Path) -> None:
     manifest = b'{"bundle": "org.vllm-hust.dla", "version": 1}\n'
-    (bundle / "bundle-v1.json").write_bytes(manifest)
+    (bundle / "vllm-hust-extension-v1.json").write_bytes(manifest)
     (bundle / "README.txt").write_text("not a manifest")
+    (bundle / "vllm-hust-bundle-v1.json").write_text("{}")  # not a name the host reads
     plan = default_plan(issuer=ISSUER)
     assert plan.plugin_id == DEFAULT_PLUGIN_ID
     assert plan.artifact_digest == "sha256:" + hashlib.sha256(manifest).hexdigest()
@@ -242,14 +243,23 @@ def test_default_plan_from_the_bundle_manifest(bundle: Path) -> None:
     assert default_plan(issuer=ISSUER) == plan  # deterministic
 
 
+def test_default_plan_reads_the_older_manifest_name(bundle: Path) -> None:
+    (bundle / "extension-bundle-v1.json").write_bytes(b"{}")
+    assert (
+        default_plan(issuer=ISSUER).artifact_digest == "sha256:" + hashlib.sha256(b"{}").hexdigest()
+    )
+
+
 @pytest.mark.parametrize("count", [0, 2])
 def test_default_plan_needs_exactly_one_manifest(bundle: Path, count: int) -> None:
-    for i in range(count):
-        (bundle / f"m{i}.json").write_text("{}")
+    names = ["vllm-hust-extension-v1.json", "extension-bundle-v1.json"][:count]
+    for name in names:
+        (bundle / name).write_text("{}")
+    (bundle / "other.json").write_text("{}")
     with pytest.raises(ecpa.EcpaError) as exc_info:
         default_plan(issuer=ISSUER)
     assert exc_info.value.code is INVALID
-    assert "exactly one *.json manifest" in exc_info.value.detail
+    assert "expected exactly one manifest (vllm-hust-extension-v1.json or" in exc_info.value.detail
 
 
 @pytest.mark.parametrize(
@@ -278,7 +288,7 @@ def _installed_manifest() -> Path | None:
     if len(values) != 1:
         return None
     root = importlib.resources.files(values[0])
-    files = [p for p in root.iterdir() if p.name.endswith(".json")]
+    files = [p for p in root.iterdir() if p.name == "vllm-hust-extension-v1.json"]
     return Path(str(files[0])) if len(files) == 1 else None
 
 

@@ -1,11 +1,20 @@
 """``python -m dla_plugin.drive``: a scheduler process with the DLA plugin inside.
 
 It runs the block-pool engine (:mod:`dla_plugin.sim.engine`) over a seeded stream of requests
-with predicted output lengths, calling the victim-selection policy through the host
-controller exactly as vLLM-HUST's preemption controller does. The policy is loaded the way
-the host loads it: from the ``vllm.victim_selector`` entry point ``dla`` (``--policy
-builtin`` runs without it). Under ``ecpa run`` the plugin's observer signs what the policy
-did; without a launch binding nothing is signed.
+with predicted output lengths, loading and calling the plugin through one of the three ways
+into the vLLM-HUST host, as the host's own code does (DLA.md "Host contract: three ways in"):
+
+- ``--path legacy`` (default): ``additional_config.victim_selector_plugin = "dla"``, the
+  entry point of group ``vllm.victim_selector``, ``pick_victim`` on the scheduler's
+  ``running`` (:mod:`dla_plugin.host_selector`);
+- ``--path component``: ``--extension org.vllm-hust.dla`` admitted from the installed bundle
+  manifest and ``victim_selector_component = "org.vllm-hust.dla/victim-selector"``
+  (:mod:`dla_plugin.host_bundles`), its ``implementation_ref`` materialized;
+- ``--path policy``: ``--preemption-policy dla_plugin.selector.DlaVictimSelector``, the typed
+  preemption policy controller (:mod:`dla_plugin.host`).
+
+``--policy builtin`` runs without the plugin. Under ``ecpa run`` the plugin's observer signs
+what the policy did; without a launch binding nothing is signed.
 
 It stops after ``--steps`` steps or ``--seconds`` seconds (``--step-ms`` paces the steps
 like a real engine), on SIGTERM or SIGINT (cleanly: the observer's final record is written),
@@ -21,17 +30,32 @@ import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from importlib.metadata import entry_points
 from types import FrameType
 from typing import Any
 
-from dla_plugin.host import PreemptionController, VictimPolicy
+from dla_plugin.host import HostPath, PreemptionController
+from dla_plugin.host import load_policy as load_typed_policy
+from dla_plugin.host_bundles import BundleError, resolve_startup
+from dla_plugin.host_selector import (
+    COMPONENT_KEY,
+    DISABLED_KEY,
+    PLUGIN_KEY,
+    NoOpVictimSelector,
+    SelectorScheduler,
+    get_victim_selector,
+)
 from dla_plugin.sim.engine import BlockPoolEngine, SimRequest
 from dla_plugin.sim.predict import PREDICTIONS, predictor
 from dla_plugin.sim.ranks import run_ranks
 from dla_plugin.sim.workload import SyntheticParams, WorkloadError, synthetic_stream
 
-__all__ = ["load_policy", "main", "requests"]
+__all__ = ["PATHS", "host_path", "main", "requests"]
+
+#: The three ways into the host (DLA.md), the legacy entry point first (the driver's default).
+PATHS = ("legacy", "component", "policy")
+BUNDLE_ID = "org.vllm-hust.dla"
+COMPONENT_ID = "org.vllm-hust.dla/victim-selector"
+POLICY_QUALNAME = "dla_plugin.selector.DlaVictimSelector"
 
 STEP_S = 0.025  #: one engine step: the engine's default constant step (dla_plugin.sim.steptime)
 
@@ -55,24 +79,39 @@ def requests(
         yield math.floor(job.arrival_s / STEP_S), request
 
 
-def load_policy(name: str, config: dict[str, Any]) -> VictimPolicy | None:
-    """The policy the host would load: entry point ``name`` of group ``vllm.victim_selector``
-    (``builtin``: no policy). Uses ``from_vllm_config`` when the class offers it.
+class _VllmConfig:
+    """The part of the engine's configuration the host paths read."""
+
+    def __init__(self, additional_config: dict[str, Any]) -> None:
+        self.additional_config = additional_config
+
+
+def host_path(path: str, name: str, *, bypass: bool = False) -> HostPath:
+    """The host as a user configures it on ``path`` (:data:`PATHS`) for plugin ``name``
+    (``dla``, or ``builtin`` for no plugin), with the emergency bypass when ``bypass``.
 
     Raises:
-        LookupError: when no such entry point is installed.
+        LookupError: when the host would not start: the plugin or bundle is not installed,
+            or the loaded object breaks the host's contract (the message says why).
     """
-    if name == "builtin":
-        return None
-    found = [ep for ep in entry_points(group="vllm.victim_selector") if ep.name == name]
-    if not found:
-        raise LookupError(f"expected an installed vllm.victim_selector entry point {name!r}")
-    cls = found[0].load()
-    if hasattr(cls, "from_vllm_config"):
-        policy: VictimPolicy = cls.from_vllm_config({"additional_config": config})
-    else:
-        policy = cls(config)
-    return policy
+    additional: dict[str, Any] = {DISABLED_KEY: True} if bypass else {}
+    config = _VllmConfig(additional)
+    try:
+        if path == "policy":
+            qualname = None if name == "builtin" else POLICY_QUALNAME
+            return PreemptionController(load_typed_policy(qualname, config))
+        if name == "builtin":
+            return SelectorScheduler(NoOpVictimSelector())
+        if path == "component":
+            additional[COMPONENT_KEY] = COMPONENT_ID
+            components = resolve_startup([BUNDLE_ID])
+            return SelectorScheduler(get_victim_selector(config, components=components))
+        if path != "legacy":
+            raise ValueError(f"expected --path {' | '.join(PATHS)}, found {path!r}")
+        additional[PLUGIN_KEY] = name
+        return SelectorScheduler(get_victim_selector(config))
+    except (BundleError, RuntimeError, TypeError, ValueError, ImportError) as exc:
+        raise LookupError(f"the host would not start: {type(exc).__name__}: {exc}") from exc
 
 
 class _Stop(Exception):
@@ -93,7 +132,17 @@ def _parser() -> argparse.ArgumentParser:
     until.add_argument("--steps", type=int, help="stop after this many engine steps")
     until.add_argument("--seconds", type=float, help="stop after this many seconds")
     parser.add_argument("--step-ms", type=float, default=0.0, help="pause per step (ms)")
-    parser.add_argument("--policy", default="dla", help="entry point name, or 'builtin'")
+    parser.add_argument(
+        "--path",
+        choices=PATHS,
+        default="legacy",
+        help="how the host loads the plugin: the legacy entry point (victim_selector_plugin), "
+        "the typed component (--extension + victim_selector_component), or the typed "
+        "preemption policy (--preemption-policy)",
+    )
+    parser.add_argument(
+        "--policy", default="dla", help="the plugin (legacy entry point name), or 'builtin'"
+    )
     parser.add_argument("--predictions", choices=PREDICTIONS, default="exact")
     parser.add_argument("--bypass", action="store_true", help="set the emergency bypass")
     parser.add_argument("--seed", type=int, default=1)
@@ -151,13 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # 256 blocks hold the longest request (2,048 prompt + 2,048 output tokens)
         print("drive: expected --steps >= 0 and --blocks >= 256", file=sys.stderr)
         return 2
-    config = {"victim_selector_plugin_disabled": True} if args.bypass else {}
     try:
-        policy = load_policy(args.policy, config)
+        controller = host_path(args.path, args.policy, bypass=args.bypass)
     except LookupError as exc:
         print(f"drive: {exc}", file=sys.stderr)
         return 2
-    controller = PreemptionController(policy)
     engine = BlockPoolEngine(controller, total_blocks=args.blocks)
     stream = requests(args.seed, predictions=args.predictions, rate=args.rate)
     try:
@@ -181,15 +228,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 time.sleep(args.step_ms / 1000)
     except _Stop as stop:
         stopped_by = str(stop)
-    stats, cs = engine.stats, controller.stats
+    stats = engine.stats
     summary = {
+        "path": args.path,
         "steps": stats.steps,
         "finished": len(stats.finished),
         "preemptions": stats.preemptions,
         "wasted_tokens": stats.wasted_tokens,
-        "policy_choices": cs.policy_choices,
-        "abstentions": cs.abstentions,
-        "policy_disabled": cs.disabled_reason,
+        "host": controller.summary(),
         "stopped_by": stopped_by,
     }
     print(json.dumps(summary), flush=True)

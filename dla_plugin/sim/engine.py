@@ -3,8 +3,10 @@
 Each step: admit waiting requests first come first served while their blocks fit (with the
 admission reserve when enabled), then every running request computes one token: its prefill
 and first token in the step it is admitted, one output token per step after that. A request
-that needs a new block when none is free makes the engine preempt a victim chosen by the
-:class:`~dla_plugin.host.PreemptionController`, in recompute mode: the victim's blocks are
+that needs a new block when none is free makes the engine preempt a victim chosen through a
+host path (:class:`~dla_plugin.host.HostPath`: the typed preemption controller of
+:mod:`dla_plugin.host`, or the ``VictimSelector`` scheduler of
+:mod:`dla_plugin.host_selector`), in recompute mode: the victim's blocks are
 freed, its computed tokens are wasted (counted) and redone when it is admitted again, at the
 head of the queue.
 
@@ -22,7 +24,7 @@ queue wait of the requests behind it: head-of-line blocking, measured.
 
 The driver (``python -m dla_plugin.drive``) runs this engine with the plugin inside a real
 process; the simulator builds on it. One rule for the victim: the policy object the plugin
-ships, called through the host controller.
+ships, called through the host's own path.
 """
 
 from __future__ import annotations
@@ -31,8 +33,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from dla_plugin.admission import blocks_needed
-from dla_plugin.contract import Candidate, PreemptionContext
-from dla_plugin.host import PreemptionController
+from dla_plugin.host import HostPath
 from dla_plugin.sim.steptime import ConstantStep, StepModel
 
 __all__ = ["BlockPoolEngine", "EngineStats", "SimRequest", "blocks_for"]
@@ -63,20 +64,6 @@ class SimRequest:
     finished_step: int | None = None  # the number of that step, from 1
     prefilled_in: int = -1  # the step that last prefilled it
 
-    def candidate(self) -> Candidate:
-        """The host-contract view the policy sees (without the true output length)."""
-        return Candidate(
-            request_id=self.request_id,
-            priority=self.priority,
-            arrival_time=self.arrival_time,
-            num_prompt_tokens=self.num_prompt_tokens,
-            num_output_tokens=self.num_output_tokens,
-            num_computed_tokens=self.num_computed_tokens,
-            num_preemptions=self.num_preemptions,
-            max_tokens=self.max_tokens,
-            predicted_length=self.predicted_length,
-        )
-
 
 @dataclass
 class EngineStats:
@@ -104,7 +91,7 @@ class BlockPoolEngine:
 
     def __init__(
         self,
-        controller: PreemptionController,
+        controller: HostPath,
         *,
         total_blocks: int,
         block_size: int = 16,
@@ -204,15 +191,14 @@ class BlockPoolEngine:
         self.waiting.appendleft(victim)
 
     def _victim(self, requesting: SimRequest) -> SimRequest:
-        context = PreemptionContext(
-            candidates=tuple(r.candidate() for r in self.running),
-            scheduling_policy=self.scheduling_policy,
-            requesting_request_id=requesting.request_id,
-            kv_cache_usage=1.0 - self.free_blocks / self.total_blocks,
-            now=self.clock_s,
+        victim: SimRequest = self.controller.victim(
+            self.running,
+            requesting,
+            self.scheduling_policy,
+            1.0 - self.free_blocks / self.total_blocks,
+            self.clock_s,
         )
-        victim_id = self.controller.choose(context)
-        return next(r for r in self.running if r.request_id == victim_id)
+        return victim
 
     def _grow(self, req: SimRequest) -> bool:
         """Give ``req`` room for one more token, preempting as needed; False if it was."""
@@ -234,6 +220,7 @@ class BlockPoolEngine:
         self._prefills.clear()
         self._recomputed.clear()
         self._blocked_behind = -1
+        preemptions = self.stats.preemptions
         self._admit()
         step = self.stats.steps
         size = self.block_size
@@ -278,6 +265,7 @@ class BlockPoolEngine:
             req.finished_at = self.clock_s
             req.finished_step = self.stats.steps
             self.stats.finished.append(req)
+        self.controller.end_step(self.stats.preemptions != preemptions)
 
     def _demand(self, steps: int) -> int:
         """Blocks the running requests allocate over ``steps`` more decode steps."""

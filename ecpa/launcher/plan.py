@@ -1,8 +1,10 @@
 """Where ``ecpa run`` gets its plan: a plan file, or the DLA bundle installed beside it.
 
-The bundle is found through installed metadata only (the entry point group
-``vllm_hust.extension_bundles``): ``ecpa`` never imports the plugin by name, and the
-artifact digest is the SHA-256 of the bundle's manifest bytes as installed.
+The bundle is found through installed metadata only, as the vLLM-HUST host finds it (the
+entry point group ``vllm.extension_bundles``, name = the bundle id, value = the module
+directory holding exactly one ``vllm-hust-extension-v1.json`` or the older
+``extension-bundle-v1.json``): ``ecpa`` never imports the plugin by name, and the artifact
+digest is the SHA-256 of the bundle's manifest bytes as installed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.plan import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
 
-BUNDLE_GROUP = "vllm_hust.extension_bundles"
+BUNDLE_GROUP = "vllm.extension_bundles"
+#: The manifest's file names the host accepts, the current one first.
+MANIFEST_NAMES = ("vllm-hust-extension-v1.json", "extension-bundle-v1.json")
 BUNDLE_NAME = "org.vllm-hust.dla"
 DEFAULT_PLUGIN_ID = "org.vllm-hust.dla/victim-selector"
 _MAX_PLAN_BYTES = 1 << 20
@@ -66,19 +70,21 @@ def bundle_manifest() -> tuple[str, bytes]:
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` when no bundle (or more than one) is installed,
-            its package cannot be opened, or it holds other than exactly one ``*.json``.
+            its package cannot be opened, or it holds other than exactly one of
+            :data:`MANIFEST_NAMES`.
     """
     package = _bundle_package()
     try:
         root = importlib.resources.files(package)
         manifests = sorted(
-            (item for item in root.iterdir() if item.name.endswith(".json") and item.is_file()),
+            (item for item in root.iterdir() if item.name in MANIFEST_NAMES and item.is_file()),
             key=lambda item: item.name,
         )
         if len(manifests) != 1:
             names = [item.name for item in manifests]
             raise _bad(
-                f"expected exactly one *.json manifest in bundle package {package!r}, found {names}"
+                f"expected exactly one manifest ({' or '.join(MANIFEST_NAMES)}) in bundle "
+                f"package {package!r}, found {names}"
             )
         with manifests[0].open("rb") as fh:
             data = fh.read(_MAX_MANIFEST_BYTES + 1)

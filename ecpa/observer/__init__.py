@@ -9,6 +9,7 @@ corpus or cli.
 
 from ecpa.observer._observer import (
     ABSTENTION,
+    CHANGED,
     DEFAULT_EMIT_INTERVAL_S,
     EMIT_INTERVAL_ENV,
     FAILURE,
@@ -19,6 +20,7 @@ from ecpa.observer._process import process_observer
 
 __all__ = [
     "ABSTENTION",
+    "CHANGED",
     "DEFAULT_EMIT_INTERVAL_S",
     "EMIT_INTERVAL_ENV",
     "FAILURE",

@@ -34,6 +34,7 @@ from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity, read_identi
 
 __all__ = [
     "ABSTENTION",
+    "CHANGED",
     "DEFAULT_EMIT_INTERVAL_S",
     "EMIT_INTERVAL_ENV",
     "FAILURE",
@@ -43,9 +44,13 @@ __all__ = [
     "Observer",
 ]
 
+#: Outcomes of one dispatch (:meth:`Observer.count`): the plugin chose the victim the host's
+#: builtin rule would have chosen too (SELECTION), chose another one (CHANGED: a selection
+#: that changed the decision), deferred to the builtin victim (ABSTENTION), or failed.
 SELECTION = 0
 ABSTENTION = 1
 FAILURE = 2
+CHANGED = 3
 
 DEFAULT_EMIT_INTERVAL_S = 1.0
 #: Optional: the emit interval in seconds, set by the manager (``ecpa run``).
@@ -151,7 +156,8 @@ class Observer:
         # Hot path state: the counters, under a lock held only around increments/snapshots.
         self._lock = threading.Lock()
         self._calls = self._selections = self._abstentions = self._failures = 0
-        self._last_at = 0.0
+        self._changed = 0
+        self._last_at = self._last_selection_at = 0.0
         # Emission state, under _emit_lock (the emitter thread, flush and close).
         self._emit_lock = threading.Lock()
         self._seq = 0
@@ -173,21 +179,28 @@ class Observer:
             self.start()
 
     def count(self, outcome: int) -> None:
-        """Count one dispatch: ``SELECTION``, ``ABSTENTION`` or ``FAILURE`` (any other value
-        counts as a failure). The hot path: increments only; never raises, never blocks on
-        I/O, and works after :meth:`close` too (nothing is emitted then)."""
+        """Count one dispatch: ``SELECTION``, ``CHANGED`` (a selection other than the host's
+        builtin victim), ``ABSTENTION`` or ``FAILURE`` (any other value counts as a failure).
+        The hot path: increments only; never raises, never blocks on I/O, and works after
+        :meth:`close` too (nothing is emitted then)."""
         if self._reborn:  # the first count in a forked child (0.2): its threads, once
             self._reborn = False
             self.start()
+        now = _now()
         with self._lock:
             self._calls += 1
             if outcome == SELECTION:
                 self._selections += 1
+                self._last_selection_at = now
             elif outcome == ABSTENTION:
                 self._abstentions += 1
+            elif outcome == CHANGED:
+                self._selections += 1
+                self._changed += 1
+                self._last_selection_at = now
             else:
                 self._failures += 1
-            self._last_at = _now()
+            self._last_at = now
             calls = self._calls
         if calls == 1 or (self._every and calls % self._every == 0):
             self._wake.set()  # the first record as soon as the first dispatch happened
@@ -245,7 +258,9 @@ class Observer:
             with self._lock:
                 calls, selections = self._calls, self._selections
                 abstentions, failures = self._abstentions, self._failures
+                changed = self._changed
                 last = int(self._last_at) if calls else None
+                last_selection = int(self._last_selection_at) if selections else None
             self._seq += 1
             start = min(self._window_start, now)  # a clock stepped back: an empty window
             self._window_start = now
@@ -259,6 +274,8 @@ class Observer:
                 start,
                 now,
                 last,
+                changed,
+                last_selection,
             )
             try:
                 evidence = build_evidence(
@@ -318,13 +335,14 @@ class Observer:
         return self._sink.close(deadline)
 
     def snapshot(self) -> dict[str, int]:
-        """Read-only statistics: the counters (``calls``, ``selections``, ``abstentions``,
-        ``failures``), ``seq`` (the last statement built), and from the sink ``written``,
-        ``dropped``, ``queued`` and ``errors`` (failed sign or write attempts)."""
+        """Read-only statistics: the counters (``calls``, ``selections``, ``changed``,
+        ``abstentions``, ``failures``), ``seq`` (the last statement built), and from the sink
+        ``written``, ``dropped``, ``queued`` and ``errors`` (failed sign or write attempts)."""
         with self._lock:
             counters = {
                 "calls": self._calls,
                 "selections": self._selections,
+                "changed": self._changed,
                 "abstentions": self._abstentions,
                 "failures": self._failures,
             }
@@ -362,7 +380,8 @@ class Observer:
         self.kid = self.signer.kid
         self.log_path = self.launch.evidence_dir / self.launch.launch_id / log_name(self.kid)
         self._calls = self._selections = self._abstentions = self._failures = 0
-        self._last_at = 0.0
+        self._changed = 0
+        self._last_at = self._last_selection_at = 0.0
         self._seq = 0
         self._window_start = int(self._clock())
         self._enrolled = self._enroll_warned = False

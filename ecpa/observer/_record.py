@@ -43,6 +43,10 @@ class Window:
     end: int
     #: The Unix second of the newest dispatch counted, or None before the first.
     last_dispatch_at: int | None = None
+    #: Selections that differ from the host's builtin victim (0.3).
+    changed: int = 0
+    #: The Unix second of the newest selection, or None before the first (0.3).
+    last_selection_at: int | None = None
 
 
 def ttl_for(emit_interval_s: float) -> int:
@@ -51,7 +55,7 @@ def ttl_for(emit_interval_s: float) -> int:
 
 
 def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
-    """The raw counters record (schema ``ecpa-dispatch-counters/0.2``) as JCS bytes: exactly
+    """The raw counters record (schema ``ecpa-dispatch-counters/0.3``) as JCS bytes: exactly
     the members :mod:`ecpa.runtime.records` accepts."""
     return canonicalize(
         {
@@ -66,12 +70,14 @@ def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -
             },
             "calls": window.calls,
             "selections": window.selections,
+            "changed": window.changed,
             "abstentions": window.abstentions,
             "failures": window.failures,
             "dropped": window.dropped,
             "window_start": window.start,
             "window_end": window.end,
             "last_dispatch_at": window.last_dispatch_at,
+            "last_selection_at": window.last_selection_at,
         }
     )
 

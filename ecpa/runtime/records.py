@@ -9,8 +9,9 @@ raises the first failure; sequence order and replay are the stream's business
    each statement answers its own nonce);
 2. the launch binding: plan, launch, plugin, artifact digest, epoch, and the challenge prefix;
 3. the host evidence (the raw counters record) is present and hashes to ``evidence_digest``;
-4. the counters record parses strictly (0.2, or 0.1 without ``last_dispatch_at``) and names
-   the same plugin and process as the statement;
+4. the counters record parses strictly (0.3; 0.2 without ``changed`` and
+   ``last_selection_at``; 0.1 without ``last_dispatch_at`` either) and names the same plugin
+   and process as the statement;
 5. the nonce: ``<challenge>:<seq>`` for a 0.1 launch; for a 0.2 launch
    ``<challenge>:<role>.<ordinal>:<pid>.<start_ticks>:<seq>``, with the key id enrolled for
    exactly the process the statement names (``<role>.<ordinal>-<pid>-<start_ticks>``), the
@@ -39,13 +40,22 @@ from ecpa.runtime.process import ProcessIdentity
 __all__ = [
     "COUNTERS_SCHEMA",
     "COUNTERS_SCHEMA_01",
+    "COUNTERS_SCHEMA_02",
     "Accepted",
     "check_record",
     "parse_counters",
 ]
 
-COUNTERS_SCHEMA = "ecpa-dispatch-counters/0.2"
+COUNTERS_SCHEMA = "ecpa-dispatch-counters/0.3"
+COUNTERS_SCHEMA_02 = "ecpa-dispatch-counters/0.2"
 COUNTERS_SCHEMA_01 = "ecpa-dispatch-counters/0.1"
+#: The members each schema adds to the one before (RUNTIME.md "Evidence record", "Round 3").
+_ADDED = {
+    COUNTERS_SCHEMA_01: (),
+    COUNTERS_SCHEMA_02: ("last_dispatch_at",),
+    COUNTERS_SCHEMA: ("last_dispatch_at", "changed", "last_selection_at"),
+}
+_VERSIONED = ("last_dispatch_at", "changed", "last_selection_at")
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
@@ -73,6 +83,8 @@ class _Counters(BaseModel):
     window_start: SafeInt
     window_end: SafeInt
     last_dispatch_at: SafeInt | None = None
+    changed: SafeInt | None = None
+    last_selection_at: SafeInt | None = None
 
 
 def _invalid(detail: str) -> EcpaError:
@@ -88,7 +100,8 @@ def _mismatch(field: str, expected: object, found: object) -> EcpaError:
 
 def parse_counters(data: bytes) -> tuple[_Counters, dict[str, Any]]:
     """The counters record, strictly: strict JSON, its own JCS form, known members only
-    (0.2 carries ``last_dispatch_at``, an integer or null; 0.1 does not).
+    (0.3 carries ``last_dispatch_at`` and ``last_selection_at``, each an integer or null, and
+    ``changed``, an integer; 0.2 only ``last_dispatch_at``; 0.1 none of them).
 
     Raises:
         EcpaError: the strict-JSON codes, or ``ECPA_INVALID_RECORD`` naming what is wrong.
@@ -97,14 +110,18 @@ def parse_counters(data: bytes) -> tuple[_Counters, dict[str, Any]]:
     if canonicalize(obj) != data:
         raise _invalid("expected host evidence in its RFC 8785 canonical form, found other bytes")
     schema = obj.get("schema")
-    if schema not in (COUNTERS_SCHEMA, COUNTERS_SCHEMA_01):
+    if type(schema) is not str or schema not in _ADDED:
         raise _invalid(
-            f"expected host evidence schema {COUNTERS_SCHEMA!r} (or {COUNTERS_SCHEMA_01!r}), "
-            f"found {schema!r}"
+            f"expected host evidence schema {COUNTERS_SCHEMA!r} (or {COUNTERS_SCHEMA_02!r}, "
+            f"{COUNTERS_SCHEMA_01!r}), found {schema!r}"
         )
-    if (schema == COUNTERS_SCHEMA) != ("last_dispatch_at" in obj):
-        want = "with" if schema == COUNTERS_SCHEMA else "without"
-        raise _invalid(f"expected a {schema} record {want} member 'last_dispatch_at'")
+    added = _ADDED[schema]
+    for member in _VERSIONED:
+        if (member in added) != (member in obj):
+            want = "with" if member in added else "without"
+            raise _invalid(f"expected a {schema} record {want} member {member!r}")
+    if "changed" in obj and obj["changed"] is None:
+        raise _invalid("expected member 'changed' to be an integer, found null")
     fields = {("schema_" if k == "schema" else k): v for k, v in obj.items()}
     try:
         return _Counters(**fields), obj

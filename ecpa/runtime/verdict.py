@@ -26,6 +26,30 @@ from ecpa.runtime.stream import Stream
 __all__ = ["Judge", "RuntimeStatus", "SlotStatus"]
 
 
+def no_selection_reason(counters: dict[str, Any]) -> str:
+    """Why a record with ``selections == 0`` does not count, with its counts: the plugin was
+    never called (no preemption happened), or it was called and never chose a victim (it
+    abstained: no builtin victim carried a prediction, or the bypass is set; or it failed)."""
+    calls, abstentions, failures = counters["calls"], counters["abstentions"], counters["failures"]
+    if calls == 0:
+        return "no selections: the plugin was not called (no preemption has happened)"
+    if failures == 0:
+        return (
+            f"no selections: the plugin abstained on all {calls:,} calls "
+            "(no builtin victim carried a prediction, or the bypass is set)"
+        )
+    if abstentions == 0:
+        return (
+            f"no selections: the plugin failed on all {calls:,} calls "
+            "(inputs outside the host contract)"
+        )
+    return (
+        f"no selections in {calls:,} calls: {abstentions:,} abstentions (no builtin victim "
+        f"carried a prediction, or the bypass is set), {failures:,} failures (inputs outside "
+        "the host contract)"
+    )
+
+
 @dataclass(frozen=True)
 class SlotStatus:
     """One obligated slot at ``now``: who covers it (or why nobody does)."""
@@ -95,12 +119,15 @@ class Judge:
         passed = [f"{count} record(s) accepted, newest seq {rec.seq}"]
         counters, st = rec.counters, rec.statement
         if counters["selections"] > 0:  # condition 2
+            changed = counters.get("changed")
+            shown = "" if changed is None else f"changed {changed}, "
             passed.append(
                 f"selections {counters['selections']} of {counters['calls']} calls "
-                f"(abstentions {counters['abstentions']}, failures {counters['failures']})"
+                f"({shown}abstentions {counters['abstentions']}, "
+                f"failures {counters['failures']})"
             )
         else:
-            failed.append("no selections: the plugin has not chosen a victim yet")
+            failed.append(no_selection_reason(counters))
         age, window = self.now - st.issued_at, self.expected.heartbeat_window_s
         freshness = f"newest statement issued {age} s ago, heartbeat window {window} s"
         if st.issued_at >= self.now - window and st.expires_at >= self.now:  # condition 4
