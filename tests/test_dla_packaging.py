@@ -9,8 +9,10 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from importlib import resources
+from importlib import metadata
 from importlib.metadata import EntryPoint, entry_points, version
 from pathlib import Path
 from types import ModuleType
@@ -91,6 +93,59 @@ def test_the_host_model_discovers_and_admits_the_installed_bundle() -> None:
     (component,) = resolve_startup([BUNDLE_ID])
     assert component.qualified_id == f"{BUNDLE_ID}/victim-selector"
     assert load_implementation(component.implementation_ref) is DlaVictimSelector
+
+
+@pytest.fixture(scope="module")
+def unpacked_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built from a copy of the tracked files (nothing written into the
+    checkout) and unpacked as an installer would lay it out."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False, timeout=60
+    )
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    source = tmp / "src"
+    for name in tracked.stdout.decode().split("\0"):
+        if name and (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes((ROOT / name).read_bytes())
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(source), "-w", str(tmp)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp.glob("ecpa-*.whl")
+    site = tmp / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    return site
+
+
+def test_the_wheel_ships_the_bundle_and_the_host_finds_it(unpacked_wheel: Path) -> None:
+    """From a wheel, the host finds the manifest through the distribution's file list (no
+    editable-install shortcut) and admits its component."""
+    dists = list(metadata.distributions(path=[str(unpacked_wheel)]))
+    assert [d.metadata["Name"] for d in dists] == ["ecpa"]
+
+    def wheel_entry_points(*, group: str) -> list[EntryPoint]:
+        return [ep for d in dists for ep in d.entry_points if ep.group == group]
+
+    (bundle,) = discover_installed([BUNDLE_ID], entry_points=wheel_entry_points)
+    assert bundle.manifest_path == unpacked_wheel / "dla_plugin" / "manifests" / MANIFEST_NAME
+    assert (
+        bundle.manifest_path.read_bytes()
+        == (ROOT / "dla_plugin/manifests" / MANIFEST_NAME).read_bytes()
+    )
+    (component,) = resolve_startup([BUNDLE_ID], entry_points=wheel_entry_points)
+    assert component.implementation_ref == "dla_plugin.selector:DlaVictimSelector"
+    assert [ep.value for ep in wheel_entry_points(group=SELECTOR_GROUP)] == [
+        "dla_plugin.selector:DlaVictimSelector"
+    ]
+    assert wheel_entry_points(group="vllm_hust.extension_bundles") == []
 
 
 # -- the manifest and its schema ---------------------------------------------------------------

@@ -706,3 +706,16 @@ def test_integral_predictions_are_accepted(value: object, victim: str) -> None:
     cands[0] = SimpleNamespace(**{**vars(cands[0]), "predicted_length": value})
     chosen, selector, outcomes = run(ctx(cands))
     assert (chosen, selector.failures, outcomes) == (victim, 0, [CHG])
+
+
+def test_a_numpy_integer_prediction_is_accepted() -> None:
+    """Fact 5 of the real-host review, with the real thing where numpy is installed."""
+    np = pytest.importorskip("numpy")
+    for value in (np.int64(100), np.int32(100), np.uint16(100), np.float64(100.0)):
+        cands = _valid()
+        cands[0] = SimpleNamespace(**{**vars(cands[0]), "predicted_length": value})
+        chosen, selector, _ = run(ctx(cands))
+        assert (chosen, selector.failures) == ("a", 0), type(value)
+    cands = _valid()
+    cands[0] = SimpleNamespace(**{**vars(cands[0]), "predicted_length": np.float64(100.5)})
+    assert run(ctx(cands))[1].failures == 1

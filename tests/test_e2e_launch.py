@@ -4,6 +4,7 @@ plugin and its observer in a scheduler process; ``ecpa status --launch`` derives
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -53,14 +54,18 @@ def launches(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def launch(
-    tmp: Path, procs: list[subprocess.Popen[str]], *drive_args: str
+    tmp: Path,
+    procs: list[subprocess.Popen[str]],
+    *drive_args: str,
+    until: tuple[str, ...] = ("--seconds", "60"),
+    stdout: int = subprocess.DEVNULL,
 ) -> tuple[subprocess.Popen[str], Path]:
     """``ecpa run`` of the driver; returns the process and its launch directory."""
     plan = tmp / "plan.json"
     plan.write_text(json.dumps(PLAN))
     env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
     env["PYTHONPATH"] = str(ROOT)
-    command = [sys.executable, "-m", "dla_plugin.drive", "--seconds", "60", "--step-ms", "1"]
+    command = [sys.executable, "-m", "dla_plugin.drive", *until, "--step-ms", "1"]
     proc = subprocess.Popen(
         [
             str(ECPA),
@@ -77,7 +82,7 @@ def launch(
         ],
         env=env,
         cwd=tmp,
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -90,9 +95,9 @@ def launch(
     return proc, directory if directory.is_absolute() else tmp / directory
 
 
-def status(directory: Path) -> tuple[int, dict[str, Any]]:
+def status(directory: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     out = subprocess.run(
-        [str(ECPA), "status", "--launch", str(directory), "--json"],
+        [str(ECPA), "status", "--launch", str(directory), "--json", *extra],
         capture_output=True,
         text=True,
         timeout=60,
@@ -178,10 +183,15 @@ def test_dead_process_with_open_key_window_names_the_process(
     assert any(r.startswith(("process not alive", "no evidence")) for r in slot["reasons"])
 
 
-@pytest.mark.parametrize("args", [("--predictions", "none"), ("--bypass",)])
+@pytest.mark.parametrize(
+    "args",
+    [("--predictions", "none"), ("--path", "policy", "--bypass"), ("--path", "component")],
+)
 def test_no_predictions_or_bypass_is_never_effective(
     tmp_path: Path, launches: list[subprocess.Popen[str]], args: tuple[str, ...]
 ) -> None:
+    if args == ("--path", "component"):
+        args = (*args, "--predictions", "none")
     proc, directory = launch(tmp_path, launches, *args)
     start = time.monotonic()
     seen_calls = 0
@@ -195,6 +205,69 @@ def test_no_predictions_or_bypass_is_never_effective(
             seen_calls = max(seen_calls, doc["counters"]["calls"])
         time.sleep(0.5)
     assert seen_calls > 0  # the plugin was called, and abstained every time
-    assert any("no selections" in r for r in doc["reasons"])
+    assert any("no selections: the plugin abstained on all" in r for r in doc["reasons"])
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
+
+
+def test_the_bypass_on_a_victim_selector_path_loads_nothing(
+    tmp_path: Path, launches: list[subprocess.Popen[str]]
+) -> None:
+    """On the legacy and typed-component paths the host itself honours the bypass: its no-op
+    selector runs, the plugin is never imported, and there is no evidence at all."""
+    proc, directory = launch(tmp_path, launches, "--bypass")
+    start = time.monotonic()
+    while time.monotonic() < start + 4.0:
+        code, doc = status(directory)
+        assert code == 1
+        assert doc["runtime_effective"] is False
+        assert doc["counters"] is None
+        time.sleep(0.5)
+    assert any(r.endswith("no evidence") for r in doc["reasons"])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+
+
+def test_the_legacy_path_under_ecpa_run_signs_what_the_host_counted(
+    tmp_path: Path, launches: list[subprocess.Popen[str]]
+) -> None:
+    """The path the seed README documents (``victim_selector_plugin: "dla"``, the
+    ``vllm.victim_selector`` entry point, ``pick_victim`` on ``running``) under a real
+    launch: effective while it runs, and the signed counters ``ecpa status`` reads at the end
+    equal what the host saw (calls, changed decisions) and the selector exported."""
+    proc, directory = launch(
+        tmp_path,
+        launches,
+        "--path",
+        "legacy",
+        until=("--steps", "6000"),
+        stdout=subprocess.PIPE,
+    )
+    effective_seen = False
+    while proc.poll() is None:
+        code, doc = status(directory)
+        effective_seen |= doc["runtime_effective"] is True
+        time.sleep(0.3)
+    assert proc.wait(timeout=30) == 0
+    assert effective_seen
+    assert proc.stdout is not None
+    summary = json.loads(proc.stdout.read().splitlines()[-1])
+    proc.stdout.close()
+    assert summary["path"] == "legacy"
+    host = summary["host"]
+    assert host["selector"] == "DlaVictimSelector"
+    # The final record (written at the driver's exit) is judged as of its own time.
+    expected = launch_from_file(directory / "launch.json")
+    [log] = (directory / "evidence" / expected.launch_id).glob("*.jsonl")
+    final = json.loads(log.read_bytes().splitlines()[-1])
+    issued = json.loads(base64.urlsafe_b64decode(final["payload_b64"] + "==="))["issued_at"]
+    code, doc = status(directory, "--now", str(issued))
+    [slot] = doc["slots"]
+    counters = slot["counters"]
+    assert counters["schema"] == "ecpa-dispatch-counters/0.3"
+    assert counters["calls"] == host["calls"] == host["metrics"]["calls"] > 0
+    assert counters["changed"] == host["changed"] == host["metrics"]["changed"] > 0
+    for name in ("selections", "abstentions", "failures"):
+        assert counters[name] == host["metrics"][name], name
+    assert counters["failures"] == 0
+    assert counters["selections"] > counters["changed"]  # some choices were the builtin's own

@@ -209,8 +209,9 @@ def test_profile_core_loads_alone() -> None:
 def test_importing_the_plugin_imports_no_simulator() -> None:
     code = (
         "import json, sys\n"
-        "import dla_plugin, dla_plugin.selector, dla_plugin.admission, dla_plugin.legacy\n"
+        "import dla_plugin, dla_plugin.selector, dla_plugin.admission, dla_plugin.rule\n"
         "import dla_plugin.contract, dla_plugin.host, dla_plugin.manifests\n"
+        "import dla_plugin.host_selector, dla_plugin.host_bundles\n"
         "from importlib.metadata import entry_points\n"
         "ep = entry_points(group='vllm.victim_selector')['dla'].load()\n"
         "ep()\n"
@@ -235,7 +236,7 @@ def test_entry_points_resolve() -> None:
     assert callable(script.load())
     selector = entry_points(group="vllm.victim_selector")["dla"].load()
     assert selector.__name__ == "DlaVictimSelector"
-    bundle = entry_points(group="vllm_hust.extension_bundles")["org.vllm-hust.dla"].load()
+    bundle = entry_points(group="vllm.extension_bundles")["org.vllm-hust.dla"].load()
     assert bundle.__name__ == "dla_plugin.manifests"
 
 

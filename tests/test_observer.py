@@ -24,6 +24,7 @@ import ecpa
 from ecpa.errors import ErrorCode
 from ecpa.observer import (
     ABSTENTION,
+    CHANGED,
     EMIT_INTERVAL_ENV,
     FAILURE,
     SELECTION,
@@ -400,8 +401,11 @@ def test_count_never_raises(counting_observer: Observer, outcome: int) -> None:
     counting_observer.count(outcome)
     after = counting_observer.snapshot()
     assert after["calls"] == before["calls"] + 1
-    field = {SELECTION: "selections", ABSTENTION: "abstentions"}.get(outcome, "failures")
+    field = {SELECTION: "selections", ABSTENTION: "abstentions", CHANGED: "selections"}.get(
+        outcome, "failures"
+    )
     assert after[field] == before[field] + 1
+    assert after["changed"] == before["changed"] + (outcome == CHANGED)
     assert after["seq"] == 0  # counting alone never signs
 
 
@@ -412,7 +416,7 @@ def test_counts_from_many_threads_are_exact(make_observer: Callable[..., Observe
     def work(index: int) -> None:
         barrier.wait()
         for i in range(10_000):
-            obs.count((i + index) % 4)  # 3 counts as a failure
+            obs.count((i + index) % 5)  # 3 is CHANGED; 4 counts as a failure
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
     for t in threads:
@@ -420,7 +424,13 @@ def test_counts_from_many_threads_are_exact(make_observer: Callable[..., Observe
     for t in threads:
         t.join()
     assert obs.flush()
-    expected = {"calls": 80_000, "selections": 20_000, "abstentions": 20_000, "failures": 40_000}
+    expected = {
+        "calls": 80_000,
+        "selections": 32_000,
+        "changed": 16_000,
+        "abstentions": 16_000,
+        "failures": 32_000,
+    }
     snap = obs.snapshot()
     assert {k: snap[k] for k in expected} == expected
     newest = counters_in(obs.log_path)[-1]
@@ -581,6 +591,28 @@ def test_the_first_record_comes_with_the_first_dispatch(
     assert (record["calls"], record["selections"]) == (1, 1)
     assert record["last_dispatch_at"] is not None
     assert abs(record["last_dispatch_at"] - time.time()) < 5
+
+
+def test_changed_decisions_and_the_last_selection_are_signed(
+    make_observer: Callable[..., Observer],
+) -> None:
+    """Counters 0.3: a CHANGED outcome is a selection and a changed decision; abstentions
+    and failures move ``last_dispatch_at`` but never ``last_selection_at``."""
+    obs = make_observer(emit_interval_s=60.0)
+    obs.count(ABSTENTION)
+    assert obs.flush()
+    first = counters_in(obs.log_path)[-1]
+    assert first["schema"] == "ecpa-dispatch-counters/0.3"
+    assert (first["changed"], first["last_selection_at"]) == (0, None)
+    assert first["last_dispatch_at"] is not None
+    for outcome in (CHANGED, SELECTION, CHANGED, FAILURE):
+        obs.count(outcome)
+    assert obs.flush()
+    newest = counters_in(obs.log_path)[-1]
+    assert (newest["calls"], newest["selections"], newest["changed"]) == (5, 3, 2)
+    assert (newest["abstentions"], newest["failures"]) == (1, 1)
+    assert abs(newest["last_selection_at"] - time.time()) < 5
+    assert obs.snapshot()["changed"] == 2
 
 
 class HostStop(Exception):

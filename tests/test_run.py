@@ -317,10 +317,10 @@ def test_default_plan_from_a_monkeypatched_bundle(
     package = tmp_path / "fake_run_bundle"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "manifest.json").write_bytes(b'{"bundle": 1}')
+    (package / "vllm-hust-extension-v1.json").write_bytes(b'{"bundle": 1}')
     monkeypatch.syspath_prepend(str(tmp_path))
     ep = importlib.metadata.EntryPoint(
-        "org.vllm-hust.dla", "fake_run_bundle", "vllm_hust.extension_bundles"
+        "org.vllm-hust.dla", "fake_run_bundle", "vllm.extension_bundles"
     )
     monkeypatch.setattr(
         importlib.metadata, "entry_points", lambda **_: importlib.metadata.EntryPoints([ep])

@@ -23,6 +23,7 @@ from ecpa.runtime.derive import RuntimeStatus, derive
 from ecpa.runtime.evidence import LogLine, evidence_digest, read_log
 from ecpa.runtime.launch import ExpectedLaunch, expected_from_dict, launch_from_file
 from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, read_identity
+from ecpa.runtime.records import parse_counters
 from ecpa.runtime.status import status_from_files, status_from_launch_dir
 from tests._cli_helpers import ecpa_main
 from tests.support import KEY_1, NOW, ROOT, statement, store, trust_doc
@@ -238,9 +239,12 @@ def test_seq_going_backwards_is_refused() -> None:
 
 
 def test_no_selections_is_false() -> None:
-    status = run(record(1, counter_changes={"selections": 0}))
+    status = run(record(1, counter_changes={"selections": 0, "abstentions": 10}))
     assert not status.effective
-    assert "no selections: the plugin has not chosen a victim yet" in status.reasons
+    assert (
+        "no selections: the plugin abstained on all 10 calls (no builtin victim carried a "
+        "prediction, or the bypass is set)"
+    ) in status.reasons
 
 
 def test_gap_is_reported_not_fatal() -> None:
@@ -599,3 +603,45 @@ def test_an_ended_launch_is_never_effective(tmp_path: Path, doc: Any, reason: st
     finally:
         child.kill()
         child.wait()
+
+
+# -- counters 0.1 / 0.2 / 0.3 (RUNTIME.md "Evidence record", "Round 3") -----------------------
+
+_V2 = {"schema": "ecpa-dispatch-counters/0.2", "last_dispatch_at": NOW - 1}
+_V3 = {
+    "schema": "ecpa-dispatch-counters/0.3",
+    "last_dispatch_at": NOW - 1,
+    "changed": 3,
+    "last_selection_at": None,
+}
+
+
+@pytest.mark.parametrize("changes", [{}, _V2, _V3], ids=["0.1", "0.2", "0.3"])
+def test_each_counters_schema_parses_with_exactly_its_members(changes: dict[str, Any]) -> None:
+    obj = parse_counters(counters(1, **changes))[1]
+    assert obj["schema"] == changes.get("schema", "ecpa-dispatch-counters/0.1")
+    for member, value in changes.items():
+        assert obj[member] == value
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"last_dispatch_at": NOW},  # 0.1 with a 0.2 member
+        {**_V2, "changed": 1},  # 0.2 with a 0.3 member
+        {**_V2, "last_selection_at": None},
+        {k: v for k, v in _V3.items() if k != "changed"},  # 0.3 without a member
+        {k: v for k, v in _V3.items() if k != "last_selection_at"},
+        {k: v for k, v in _V3.items() if k != "last_dispatch_at"},
+        {**_V3, "changed": None},  # changed is a count, never null
+        {**_V3, "changed": -1},
+        {**_V3, "changed": True},
+        {**_V3, "last_selection_at": "now"},
+        {"schema": "ecpa-dispatch-counters/0.4"},
+        {"schema": 3},
+    ],
+)
+def test_counters_schema_members_are_checked(changes: dict[str, Any]) -> None:
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        parse_counters(counters(1, **changes))
+    assert exc_info.value.code.value == "ECPA_INVALID_RECORD"

@@ -87,6 +87,9 @@ class Launch:
         seq: int,
         *,
         selections: int = 5,
+        calls: int = 10,
+        failures: int = 0,
+        changed: int = 0,
         issued_at: int = NOW - 1,
         last: int | None = NOW - 1,
         signer: Signer | None = None,
@@ -94,7 +97,20 @@ class Launch:
         file: str | None = None,
     ) -> None:
         signer = signer if signer is not None else self.key(slot, who)
-        window = Window(seq, 10, selections, 10 - selections, 0, 0, issued_at - 1, issued_at, last)
+        abstentions = calls - selections - failures
+        window = Window(
+            seq,
+            calls,
+            selections,
+            abstentions,
+            failures,
+            0,
+            issued_at - 1,
+            issued_at,
+            last,
+            changed,
+            last if selections else None,
+        )
         evidence = build_evidence(ENV, named or who, signer, window, issued_at=issued_at)
         name = file if file is not None else log_name(kid_for(slot, who))
         self.logs[name] = self.logs.get(name, b"") + record_line(evidence)
@@ -251,7 +267,55 @@ def test_slot_status_carries_the_process_and_counters() -> None:
     assert s0.counters is not None
     assert s0.counters["selections"] == 5
     assert not s1.covered
-    assert "no selections: the plugin has not chosen a victim yet" in s1.reasons
+    assert (
+        "no selections: the plugin abstained on all 10 calls (no builtin victim carried a "
+        "prediction, or the bypass is set)"
+    ) in s1.reasons
+
+
+@pytest.mark.parametrize(
+    ("calls", "failures", "reason"),
+    [
+        (0, 0, "no selections: the plugin was not called (no preemption has happened)"),
+        (
+            16750,
+            0,
+            "no selections: the plugin abstained on all 16,750 calls (no builtin victim carried "
+            "a prediction, or the bypass is set)",
+        ),
+        (7, 7, "no selections: the plugin failed on all 7 calls (inputs outside the host contract)"),
+        (
+            9,
+            2,
+            "no selections in 9 calls: 7 abstentions (no builtin victim carried a prediction, or "
+            "the bypass is set), 2 failures (inputs outside the host contract)",
+        ),
+    ],
+)
+def test_a_plugin_that_never_selects_says_its_counts_and_cause(
+    calls: int, failures: int, reason: str
+) -> None:
+    """Fact 7 of the real-host review: "has not chosen a victim yet" hid the counts and read
+    as "not loaded"."""
+    launch = Launch()
+    launch.write(S0, proc(11), 1, selections=0, calls=calls, failures=failures)
+    status = launch.derive(expected=replace(EXPECTED, slots=(S0,)))
+    assert not status.effective
+    assert reason in slot_reasons(status, "scheduler.0")
+
+
+def test_the_changed_decisions_are_shown_per_slot() -> None:
+    """Fact 6: selections alone count the builtin's own victim too; ``changed`` says how many
+    decisions the plugin really changed."""
+    launch = Launch()
+    launch.write(S0, proc(11), 1, selections=6, changed=4)
+    status = launch.derive(expected=replace(EXPECTED, slots=(S0,)))
+    assert status.effective
+    (slot,) = status.slots
+    assert slot.counters is not None
+    assert (slot.counters["changed"], slot.counters["last_selection_at"]) == (4, NOW - 1)
+    assert slot.counters["schema"] == "ecpa-dispatch-counters/0.3"
+    assert "selections 6 of 10 calls (changed 4, abstentions 4, failures 0)" in slot.reasons
 
 
 def test_one_process_claiming_two_slots_is_a_conflict() -> None:

@@ -33,12 +33,12 @@ def no_selection_reason(counters: dict[str, Any]) -> str:
     calls, abstentions, failures = counters["calls"], counters["abstentions"], counters["failures"]
     if calls == 0:
         return "no selections: the plugin was not called (no preemption has happened)"
-    if failures == 0:
+    if abstentions == calls:
         return (
             f"no selections: the plugin abstained on all {calls:,} calls "
             "(no builtin victim carried a prediction, or the bypass is set)"
         )
-    if abstentions == 0:
+    if failures == calls:
         return (
             f"no selections: the plugin failed on all {calls:,} calls "
             "(inputs outside the host contract)"
