@@ -239,9 +239,7 @@ def test_typed_policy_ten_thousand_fuzzed_decisions(builtin_id: bool, prediction
     assert type(policy) is DlaVictimSelector
     counting = Counting()
     policy._observer, policy._bound = counting, False
-    controller = PreemptionController(
-        policy, builtin_victim_id=builtin_id, predictions=predictions
-    )
+    controller = PreemptionController(policy, builtin_victim_id=builtin_id, predictions=predictions)
     rng = random.Random(f"typed-{builtin_id}-{predictions}")
     for _ in range(DECISIONS):
         context, running = _context(rng, predictions, builtin_id)

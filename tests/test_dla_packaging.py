@@ -11,8 +11,7 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Callable
-from importlib import resources
-from importlib import metadata
+from importlib import metadata, resources
 from importlib.metadata import EntryPoint, entry_points, version
 from pathlib import Path
 from types import ModuleType

@@ -262,6 +262,7 @@ def test_the_legacy_path_under_ecpa_run_signs_what_the_host_counted(
     final = json.loads(log.read_bytes().splitlines()[-1])
     issued = json.loads(base64.urlsafe_b64decode(final["payload_b64"] + "==="))["issued_at"]
     code, doc = status(directory, "--now", str(issued))
+    assert code == 1  # the launch has ended: its process is gone
     [slot] = doc["slots"]
     counters = slot["counters"]
     assert counters["schema"] == "ecpa-dispatch-counters/0.3"

@@ -283,7 +283,11 @@ def test_slot_status_carries_the_process_and_counters() -> None:
             "no selections: the plugin abstained on all 16,750 calls (no builtin victim carried "
             "a prediction, or the bypass is set)",
         ),
-        (7, 7, "no selections: the plugin failed on all 7 calls (inputs outside the host contract)"),
+        (
+            7,
+            7,
+            "no selections: the plugin failed on all 7 calls (inputs outside the host contract)",
+        ),
         (
             9,
             2,
