@@ -348,3 +348,18 @@ def test_the_typed_controller_is_never_disabled(running: list[Any], policy: str)
         return  # the host's own builtin rule cannot order this junk: not the plugin's doing
     assert not controller.disabled
     assert controller.export_stats()["failures"] == 0
+
+
+def test_docs_name_each_paths_configuration_and_it_works() -> None:
+    """Fact 1: the working typed-policy configuration was named nowhere. docs/dla.md names
+    all three, and each one, taken from the page, loads the plugin in the host model."""
+    from tests.support import ROOT
+
+    page = (ROOT / "docs" / "dla.md").read_text(encoding="utf-8")
+    assert f"--preemption-policy {QUALNAME}" in page
+    assert "--extension org.vllm-hust.dla" in page
+    assert f'"victim_selector_component": "{COMPONENT}"' in page
+    assert '"victim_selector_plugin": "dla"' in page
+    assert type(load_policy(QUALNAME, _config())) is DlaVictimSelector
+    assert type(_component()) is DlaVictimSelector
+    assert type(_legacy()) is DlaVictimSelector

@@ -266,7 +266,11 @@ def test_the_legacy_path_under_ecpa_run_signs_what_the_host_counted(
     [slot] = doc["slots"]
     counters = slot["counters"]
     assert counters["schema"] == "ecpa-dispatch-counters/0.3"
-    assert counters["calls"] == host["calls"] == host["metrics"]["calls"] > 0
+    assert counters["calls"] == host["calls"] == host["metrics"]["calls"] > 0, (
+        doc["reasons"],
+        doc["refused"],
+        slot,
+    )
     assert counters["changed"] == host["changed"] == host["metrics"]["changed"] > 0
     for name in ("selections", "abstentions", "failures"):
         assert counters[name] == host["metrics"][name], name

@@ -222,3 +222,23 @@ def test_a_huge_unterminated_last_line_is_not_read_through(tmp_path: Path) -> No
     assert decision(got) == decision(reference)
     assert (got.refused, got.torn) == (reference.refused, reference.torn)
     assert got.refused.get("ATTESTATION_TOO_LARGE") == 1
+
+
+def test_a_checkpoint_judged_later_is_not_used_for_an_earlier_now(written: Written) -> None:
+    """A status at a later time refuses records whose statements have expired since; a
+    status asked about an earlier time (``--now``) must judge them as of that time, not
+    reuse those refusals (it decided a slot from an older record, with older counters)."""
+    early = NOW
+    reference = full(written, early)
+    late = NOW + 3600  # every statement expired: the history refuses them all
+    assert not pending(status(written, late))
+    got = status(written, early)
+    assert decision(got) == decision(reference)
+    assert history(got) == history(reference)
+    # And the checkpoint it left serves a later status again (its history counts the records
+    # as of when they were walked, as any checkpoint does).
+    again = status(written, late)
+    assert decision(again) == decision(full(written, late))
+    assert again.accepted + again.refused.get("ATTESTATION_EXPIRED", 0) == (
+        reference.accepted + reference.refused.get("ATTESTATION_EXPIRED", 0)
+    )

@@ -6,9 +6,11 @@ facts that need the whole history (records accepted and refused, gaps, torn line
 walked forward from where the last status stopped, within a time budget, and saved in
 ``.<log name>.status`` beside the log (mode 0600, replaced atomically). A checkpoint counts
 only while it is the same file (device and inode), no longer than it is, ending on a line
-boundary whose preceding bytes still hash as recorded, and of the same launch; otherwise the
-history is walked again from the start. It never decides a slot: a forged checkpoint can
-distort history counts, never coverage.
+boundary whose preceding bytes still hash as recorded, of the same launch, and judged at a
+time no later than the derivation's ``now`` (a record refused then, say for a key window
+closed since, may be acceptable at an earlier ``now``); otherwise the history is walked again
+from the start. It never decides a slot: a forged checkpoint can distort history counts,
+never coverage.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ __all__ = [
     "save",
 ]
 
-CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.2"
+CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.3"
 _ANCHOR_BYTES = 4096
 _MAX_CHECKPOINT = 1 << 20
 
@@ -60,6 +62,9 @@ class Checkpoint:
     stream: Stream
     #: Where the newest record the walk accepted starts (None: none accepted yet).
     newest_offset: int | None = None
+    #: The latest ``now`` its lines were judged at (a derivation at an earlier time may not
+    #: use it).
+    judged_at: int = 0
     #: Whether this checkpoint came from (or went to) its file as it is.
     saved: bool = False
 
@@ -82,6 +87,7 @@ class Checkpoint:
             "gaps": [list(g) for g in s.gaps],
             "last_seq": s.last_seq,
             "newest_offset": self.newest_offset,
+            "judged_at": self.judged_at,
         }
 
 
@@ -96,7 +102,17 @@ def checkpoint_from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
     Raises:
         ValueError, TypeError, KeyError: for anything that is not one.
     """
-    ints = ("dev", "ino", "offset", "number", "accepted", "unlisted", "expired", "torn")
+    ints = (
+        "dev",
+        "ino",
+        "offset",
+        "number",
+        "accepted",
+        "unlisted",
+        "expired",
+        "torn",
+        "judged_at",
+    )
     if doc.get("schema") != CHECKPOINT_SCHEMA or any(type(doc.get(k)) is not int for k in ints):
         raise ValueError("not a checkpoint")
     refused = doc["refused"]
@@ -131,12 +147,14 @@ def checkpoint_from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
         doc["number"],
         stream,
         newest,
+        doc["judged_at"],
     )
 
 
-def load(dir_fd: int, log: str, fd: int, launch_id: str) -> Checkpoint:
-    """The checkpoint of ``log`` (open as ``fd``) if it still holds for that file, else a
-    fresh one at its start. Never raises: an unusable checkpoint is only a slower status."""
+def load(dir_fd: int, log: str, fd: int, launch_id: str, now: int) -> Checkpoint:
+    """The checkpoint of ``log`` (open as ``fd``) if it still holds for that file and a
+    derivation at ``now``, else a fresh one at its start. Never raises: an unusable
+    checkpoint is only a slower status."""
     st = os.fstat(fd)
     fresh = Checkpoint(launch_id, st.st_dev, st.st_ino, 0, _anchor(fd, 0), 0, Stream(name=log))
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -162,6 +180,7 @@ def load(dir_fd: int, log: str, fd: int, launch_id: str) -> Checkpoint:
         and 0 <= ck.offset <= st.st_size
         and (ck.offset == 0 or os.pread(fd, 1, ck.offset - 1) == b"\n")
         and ck.anchor == _anchor(fd, ck.offset)
+        and ck.judged_at <= now
     )
     if not holds:
         return fresh

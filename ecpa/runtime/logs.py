@@ -141,8 +141,9 @@ class LogSource(Protocol):
 
     name: str
 
-    def load(self, launch_id: str) -> history.Checkpoint:
-        """The saved checkpoint if it still holds for this log, else a fresh one."""
+    def load(self, launch_id: str, now: int) -> history.Checkpoint:
+        """The saved checkpoint if it still holds for this log and a derivation at ``now``
+        (judged no later than ``now``), else a fresh one."""
         ...
 
     def end(self) -> tuple[int, bytes]:
@@ -183,8 +184,8 @@ class FileLog:
     name: str
     fd: int
 
-    def load(self, launch_id: str) -> history.Checkpoint:
-        return history.load(self.dir_fd, self.name, self.fd, launch_id)
+    def load(self, launch_id: str, now: int) -> history.Checkpoint:
+        return history.load(self.dir_fd, self.name, self.fd, launch_id, now)
 
     def end(self) -> tuple[int, bytes]:
         size = os.fstat(self.fd).st_size
@@ -311,10 +312,12 @@ def judge_sources(
                 stream=stream,
             )
 
-        ck = source.load(expected.launch_id)
+        ck = source.load(expected.launch_id, now)
         before = ck.offset
         end, fragment = source.end()
         complete = source.advance(ck, walk_into, end=end, deadline=deadline)
+        if ck.offset != before:
+            ck.judged_at = max(ck.judged_at, now)
         candidates = source.newest_lines(end)
         if fragment and is_json(fragment):  # a whole record without its newline: a line
             candidates.insert(0, (end, fragment))

@@ -81,7 +81,7 @@ class StoredLog:
         text = b"" if not before else str(before[0][0]).encode() + b":" + before[0][1]
         return hashlib.sha256(text).hexdigest()
 
-    def load(self, launch_id: str) -> history.Checkpoint:
+    def load(self, launch_id: str, now: int) -> history.Checkpoint:
         fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
         rows = self.store.query(
             "SELECT doc FROM ecpa_status_checkpoint WHERE launch_id = %s AND source = %s",
@@ -104,6 +104,7 @@ class StoredLog:
             and (ck.dev, ck.ino) == (0, 0)
             and 0 <= ck.offset <= self._end
             and ck.anchor == self._anchor(ck.offset)
+            and ck.judged_at <= now
         )
         if not holds:
             return fresh
