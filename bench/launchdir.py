@@ -131,7 +131,7 @@ def write_launch(
             out.write(b"x\n" * filler)  # the long past, as short refused lines
             for seq in range(1, records + 1):
                 at = now - (records - seq) * interval
-                window = Window(seq, 4 * seq, 3 * seq, seq, 0, 0, at - interval, at, at)
+                window = Window(seq, 4 * seq, 3 * seq, seq, 0, 0, at - interval, at, at, seq, at)
                 out.write(record_line(build_evidence(env, who, signer, window, issued_at=at)))
         os.chmod(path, 0o600)
     trust = {"schema": "ecpa-trust-store/0.1", "keys": entries}

@@ -113,15 +113,17 @@ def _resolve_qualname(name: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-def load_policy(configured: object, vllm_config: object = None) -> VictimPolicy | None:
-    """The policy the host builds from ``scheduler_config.preemption_policy``: ``None`` (no
-    policy), a dotted qualname, a class or an object; ``from_vllm_config(vllm_config)`` when
-    the resolved object offers it, else a class's instance, else the object itself.
+def load_policy(vllm_config: object) -> VictimPolicy | None:
+    """The policy the host builds from ``vllm_config.scheduler_config.preemption_policy``:
+    ``None`` (no policy), a dotted qualname, a class or an object;
+    ``from_vllm_config(vllm_config)`` when the resolved object offers it, else a class's
+    instance, else the object itself.
 
     Raises:
         TypeError: when the result lacks ``select_victim`` (the host refuses to start).
         Exception: whatever resolving the name or building the policy raises (the same).
     """
+    configured = getattr(getattr(vllm_config, "scheduler_config", None), "preemption_policy", None)
     if configured is None:
         return None
     implementation = _resolve_qualname(configured) if isinstance(configured, str) else configured
@@ -210,7 +212,11 @@ class PreemptionController:
         """
         if threading.get_ident() != self._thread:
             raise RuntimeError("PreemptionController must be used by its scheduler thread")
-        builtin: str = builtin_victim(context.candidates, context.scheduling_policy).request_id
+        given = context.builtin_victim_id
+        if given is not None and any(c.request_id == given for c in context.candidates):
+            builtin: str = given  # the host takes a given id that names a candidate
+        else:
+            builtin = builtin_victim(context.candidates, context.scheduling_policy).request_id
         if self.policy is None:
             self.builtin_only += 1
             return builtin

@@ -145,7 +145,11 @@ def _additional(vllm_config: Any) -> Any:
 def _select_component(
     components: Sequence[ResolvedComponent], additional: Any
 ) -> ResolvedComponent | None:
-    providers = [c for c in components if SCHEDULER_POLICY_CONTRACT in c.contracts]
+    providers = [
+        c
+        for c in components
+        if SCHEDULER_POLICY_CONTRACT in c.contracts and "scheduler" in c.execution_planes
+    ]
     selected = additional.get(COMPONENT_KEY)
     ids = sorted(c.qualified_id for c in providers)
     if selected is not None:

@@ -13,11 +13,12 @@ every way the host calls the plugin (:mod:`dla_plugin.selector`).
   builtin victim must be found under the priority policy.
 
 A prediction is integral when it is an ``int`` (``bool`` excluded), any other
-``numbers.Integral`` (a numpy integer, say), or a finite float with no fractional part
-(``500.0``, what a JSON client sends). Every other integer must be exactly ``int`` (``bool``
-and other subclasses are malformed). All of them must fit in a signed 64-bit integer, as the
-engine's own counters do. Duplicate request ids are not detected: that would cost a set per
-call, and the engine's ids are unique.
+``numbers.Integral`` (a numpy integer, say), or a finite real with no fractional part
+(``500.0``, what a JSON client sends; a numpy float of any width). Every other integer must
+be exactly ``int`` (``bool`` and other subclasses are malformed). All of them must fit in a
+signed 64-bit integer, as the engine's own counters do. A ``builtin_victim_id`` that is not
+a ``str`` naming a candidate is taken as absent, as the host takes it. Duplicate request ids
+are not detected: that would cost a set per call, and the engine's ids are unique.
 
 Importing this module has no side effects and does not import ``ecpa``.
 """
@@ -26,13 +27,23 @@ from __future__ import annotations
 
 import numbers
 import operator
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["Malformed", "builtin_victim", "decide", "policy_value"]
+__all__ = ["Decision", "Malformed", "builtin_victim", "decide", "policy_value"]
 
 _INT_MIN = -(1 << 63)
 _INT_MAX = (1 << 63) - 1
 _INF = float("inf")
+
+
+class Decision(NamedTuple):
+    """What :func:`decide` found: the chosen candidate (None: abstain) and the builtin one,
+    each with the ``request_id`` it had when it was checked (read once, never again)."""
+
+    chosen: Any
+    chosen_id: str
+    builtin: Any
+    builtin_id: str
 
 
 class Malformed(Exception):
@@ -60,53 +71,67 @@ def policy_value(policy: object) -> bool:
 
 def _prediction(value: object) -> int:
     """An integral prediction as an ``int`` in [0, 2**63 - 1] (the slow path: ``value`` is
-    not exactly an ``int``).
+    neither exactly an ``int`` nor exactly a ``float``).
+
+    The value is taken through the base type's own conversion (``operator.index`` for an
+    integral, ``float.__float__`` for a float subclass), never through a method a subclass
+    could override to pass a check with one value and be read as another.
 
     Raises:
-        Malformed: for a ``bool``, a non-integral or non-finite float, or anything else.
+        Malformed: for a ``bool``, a non-integral or non-finite real, or anything else.
     """
     if isinstance(value, bool):
         raise Malformed
-    if isinstance(value, float):
-        if not (-_INF < value < _INF) or not value.is_integer():  # NaN fails the comparison
-            raise Malformed
-        number = int(value)
-    elif isinstance(value, numbers.Integral):  # int subclasses, numpy integers, ...
-        try:
+    try:
+        if isinstance(value, numbers.Integral):  # int subclasses, numpy integers, ...
             number = operator.index(value)
-        except Exception:
-            raise Malformed from None
-    else:
-        raise Malformed
+            if type(number) is not int:
+                number = int.__index__(number)  # an int subclass returned by __index__
+        elif isinstance(value, float):  # a float subclass (numpy.float64): its base value
+            number = _whole_float(float.__float__(value))
+        elif isinstance(value, numbers.Real):  # numpy.float32, float16, longdouble, ...
+            number = _whole_float(float(value))
+        else:
+            raise Malformed
+    except Malformed:
+        raise
+    except Exception:
+        raise Malformed from None
     if not 0 <= number <= _INT_MAX:
         raise Malformed
     return number
 
 
-def decide(candidates: Any, by_priority: bool, builtin_id: Any) -> tuple[Any, Any]:
-    """The victim rule in one pass: ``(chosen, builtin)``, two of the candidate objects.
+def _whole_float(raw: float) -> int:
+    """``raw`` (exactly a ``float``) as an ``int`` when it is finite and whole."""
+    if not -_INF < raw < _INF or not raw.is_integer():  # NaN fails the comparison
+        raise Malformed
+    return int(raw)
 
-    ``chosen`` is None when the builtin victim has no prediction (abstain: the engine treats
-    unpredicted requests its own way); otherwise it is, among the candidates with a
+
+def decide(candidates: Any, by_priority: bool, builtin_id: Any) -> Decision:
+    """The victim rule in one pass (a second only when ``builtin_id`` names no candidate).
+
+    The chosen victim is None when the builtin victim has no prediction (abstain: the engine
+    treats unpredicted requests its own way); otherwise it is, among the candidates with a
     prediction, the one with the most predicted remaining output
     ``max(predicted_length - num_output_tokens, 0)``, ties to the later ``arrival_time``,
-    then to the later in running order. ``builtin`` is the engine's own victim: the
-    candidate whose id is ``builtin_id`` when one is given (the first such), else the last
-    under FCFS, else the largest ``(priority, arrival_time)`` (on an exact tie the first in
-    running order, as the engine's ``max()`` picks it). ``chosen is not builtin`` means the
-    plugin changed the engine's decision.
+    then to the later in running order. The builtin victim is the engine's own: the first
+    candidate whose id is ``builtin_id`` when that is a ``str`` naming one (as the host
+    takes it), else the last under FCFS, else the largest ``(priority, arrival_time)`` (on
+    an exact tie the first in running order, as the engine's ``max()`` picks it).
 
     Raises:
         Malformed: (or whatever a foreign attribute access raises) on input outside the host
-            contract: no candidates, a ``builtin_id`` that is not a non-empty ``str`` naming
-            a candidate, or a candidate attribute that breaks the module's rules.
+            contract: no candidates, or a candidate attribute that breaks the module's rules.
     """
-    if builtin_id is not None and (type(builtin_id) is not str or not builtin_id):
-        raise Malformed
+    given = builtin_id if type(builtin_id) is str else None
     best: Any = None  # the predicted candidate with the most remaining output
+    best_id = ""
     best_remaining = -1
     best_arrival: Any = 0
     builtin: Any = None
+    builtin_rid = ""
     builtin_predicted = False
     top_priority: Any = 0  # the builtin victim's key under "priority" without builtin_id
     top_arrival: Any = 0
@@ -127,10 +152,16 @@ def decide(candidates: Any, by_priority: bool, builtin_id: Any) -> tuple[Any, An
             raise Malformed
         predicted = getattr(cand, "predicted_length", None)
         if predicted is not None:
-            if type(predicted) is not int:
+            kind = type(predicted)
+            if kind is int:
+                if not 0 <= predicted <= _INT_MAX:
+                    raise Malformed
+            elif kind is float:  # a JSON client's 500.0: the common case after int
+                predicted = _whole_float(predicted)
+                if not 0 <= predicted <= _INT_MAX:
+                    raise Malformed
+            else:
                 predicted = _prediction(predicted)
-            elif not 0 <= predicted <= _INT_MAX:
-                raise Malformed
             remaining = predicted - out
             if remaining < 0:
                 remaining = 0  # past its prediction: nothing predicted left
@@ -138,12 +169,12 @@ def decide(candidates: Any, by_priority: bool, builtin_id: Any) -> tuple[Any, An
             if remaining > best_remaining or (
                 remaining == best_remaining and arrival >= best_arrival
             ):
-                best, best_remaining, best_arrival = cand, remaining, arrival
+                best, best_id, best_remaining, best_arrival = cand, rid, remaining, arrival
 
         # The builtin victim: given by the engine, or the engine's own choice (DLA.md).
-        if builtin_id is not None:
-            if builtin is None and rid == builtin_id:
-                builtin = cand
+        if given is not None:
+            if builtin is None and rid == given:
+                builtin, builtin_rid = cand, rid
                 builtin_predicted = predicted is not None
         elif by_priority:
             priority = cand.priority
@@ -155,16 +186,21 @@ def decide(candidates: Any, by_priority: bool, builtin_id: Any) -> tuple[Any, An
                 or priority > top_priority
                 or (priority == top_priority and arrival > top_arrival)
             ):
-                builtin = cand
+                builtin, builtin_rid = cand, rid
                 top_priority, top_arrival = priority, arrival
                 builtin_predicted = predicted is not None
         else:  # fcfs: the last candidate
-            builtin = cand
+            builtin, builtin_rid = cand, rid
             builtin_predicted = predicted is not None
 
-    if builtin is None:  # no candidates, or builtin_victim_id is not among them
-        raise Malformed
-    return (best if builtin_predicted else None), builtin
+    if builtin is None:
+        if given is None:  # no candidates
+            raise Malformed
+        # The given id names no candidate: the host then takes its own rule, and so do we.
+        return decide(candidates, by_priority, None)
+    if not builtin_predicted:
+        return Decision(None, "", builtin, builtin_rid)
+    return Decision(best, best_id, builtin, builtin_rid)
 
 
 def builtin_victim(running: Any, by_priority: bool) -> Any:

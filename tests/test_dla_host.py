@@ -86,8 +86,12 @@ class PredictedRequest(HostRequest):
     predicted_length: int | None = None
 
 
-def _config(**additional: object) -> SimpleNamespace:
-    return SimpleNamespace(additional_config=dict(additional))
+def _config(policy: object = None, **additional: object) -> SimpleNamespace:
+    """The parts of the engine's configuration the host paths read."""
+    return SimpleNamespace(
+        additional_config=dict(additional),
+        scheduler_config=SimpleNamespace(preemption_policy=policy),
+    )
 
 
 def _running(rng: random.Random, predictions: bool) -> list[HostRequest]:
@@ -235,7 +239,7 @@ def _context(
 def test_typed_policy_ten_thousand_fuzzed_decisions(builtin_id: bool, predictions: bool) -> None:
     """Fact 1, kept: the controller loads the class by qualname; its counters equal the
     observer's, and nothing fails."""
-    policy = load_policy(QUALNAME, _config())
+    policy = load_policy(_config(QUALNAME))
     assert type(policy) is DlaVictimSelector
     counting = Counting()
     policy._observer, policy._bound = counting, False
@@ -260,7 +264,7 @@ def test_typed_policy_ten_thousand_fuzzed_decisions(builtin_id: bool, prediction
 
 
 def test_typed_policy_bypass_abstains() -> None:
-    policy = load_policy(QUALNAME, _config(victim_selector_plugin_disabled=True))
+    policy = load_policy(_config(QUALNAME, victim_selector_plugin_disabled=True))
     assert isinstance(policy, DlaVictimSelector)
     assert policy.disabled
 
@@ -309,19 +313,21 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(m
 
 @st.composite
 def running_lists(draw: st.DrawFn) -> list[Any]:
+    """Running requests, most of them well formed (ids shared now and then, predictions as
+    ints, integral floats or absent), some with junk in one attribute."""
     n = draw(st.integers(1, 8))
     out: list[Any] = []
     for i in range(n):
         fields: dict[str, Any] = {
-            "request_id": draw(st.sampled_from([f"r{i}", f"r{i}"]) | JUNK),
-            "priority": draw(st.integers(-2, 2) | JUNK),
-            "arrival_time": draw(st.floats(0, 5) | JUNK),
-            "num_output_tokens": draw(st.integers(0, 50) | JUNK),
+            "request_id": draw(st.sampled_from([f"r{i}", "dup"])),
+            "priority": draw(st.integers(-2, 2)),
+            "arrival_time": draw(st.floats(0, 5)),
+            "num_output_tokens": draw(st.integers(0, 50)),
         }
         if draw(st.booleans()):
-            fields["predicted_length"] = draw(
-                st.integers(0, 80) | st.floats(0, 80).map(float.__floor__).map(float) | JUNK
-            )
+            fields["predicted_length"] = draw(st.integers(0, 80) | st.integers(0, 80).map(float))
+        if draw(st.integers(0, 9)) == 0:  # one request in ten: junk in one attribute
+            fields[draw(st.sampled_from(sorted(fields)))] = draw(JUNK)
         out.append(SimpleNamespace(**fields))
     return out
 
@@ -343,11 +349,29 @@ def test_the_typed_controller_is_never_disabled(running: list[Any], policy: str)
     controller = PreemptionController(selector)
     context = PreemptionContext(tuple(running), policy, "r0", 0.5, 1.0, None)
     try:
-        controller.choose(context)
+        victim = controller.choose(context)
     except (TypeError, ValueError):
         return  # the host's own builtin rule cannot order this junk: not the plugin's doing
     assert not controller.disabled
     assert controller.export_stats()["failures"] == 0
+    assert victim in [getattr(r, "request_id", None) for r in running]
+
+
+def test_the_properties_exercise_every_outcome() -> None:
+    """Guard for the two properties above: their inputs select, change, abstain and fail."""
+    seen = Counting()
+
+    @settings(deadline=None, max_examples=300, database=None)
+    @given(running=running_lists(), policy=st.sampled_from(list(SchedulingPolicy)))
+    def sample(running: list[Any], policy: Any) -> None:
+        selector = DlaVictimSelector(observer=seen)
+        selector.pick_victim(running, policy)
+
+    sample()
+    assert seen.selections > 30
+    assert seen.changed > 10
+    assert seen.abstentions > 30
+    assert seen.failures > 10
 
 
 def test_docs_name_each_paths_configuration_and_it_works() -> None:
@@ -360,6 +384,6 @@ def test_docs_name_each_paths_configuration_and_it_works() -> None:
     assert "--extension org.vllm-hust.dla" in page
     assert f'"victim_selector_component": "{COMPONENT}"' in page
     assert '"victim_selector_plugin": "dla"' in page
-    assert type(load_policy(QUALNAME, _config())) is DlaVictimSelector
+    assert type(load_policy(_config(QUALNAME))) is DlaVictimSelector
     assert type(_component()) is DlaVictimSelector
     assert type(_legacy()) is DlaVictimSelector

@@ -6,6 +6,7 @@ import decimal
 import enum
 import math
 import numbers
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -200,24 +201,23 @@ def test_bypass_always_abstains_and_counts_an_abstention() -> None:
     assert run(None, **{BYPASS_KEY: True})[2] == [ABS]  # not even looked at: no failure
 
 
+SELECT = {"victim_selector_plugin": "dla"}  # the legacy path's selection
+
+
 @pytest.mark.parametrize(
     ("config", "disabled"),
     [
-        ({BYPASS_KEY: True}, True),
-        ({"additional_config": {BYPASS_KEY: True}}, True),
-        (SimpleNamespace(additional_config={BYPASS_KEY: True}), True),
-        ({BYPASS_KEY: False}, False),
+        ({**SELECT, BYPASS_KEY: True}, True),
+        ({"additional_config": {**SELECT, BYPASS_KEY: True}}, True),
+        (SimpleNamespace(additional_config={**SELECT, BYPASS_KEY: True}), True),
+        (SimpleNamespace(additional_config={**SELECT, BYPASS_KEY: False}), False),
         # Truthy, as the host's get_victim_selector reads the same key on its paths.
-        ({BYPASS_KEY: "true"}, True),
-        ({BYPASS_KEY: 1}, True),
-        ({BYPASS_KEY: 0}, False),
-        ({BYPASS_KEY: ""}, False),
-        ({BYPASS_KEY: None}, False),
-        (SimpleNamespace(additional_config=None), False),
-        (None, False),
-        (42, False),
-        ("victim_selector_plugin_disabled", False),
-        (SimpleNamespace(), False),
+        (SimpleNamespace(additional_config={**SELECT, BYPASS_KEY: "true"}), True),
+        (SimpleNamespace(additional_config={**SELECT, BYPASS_KEY: 1}), True),
+        (SimpleNamespace(additional_config={**SELECT, BYPASS_KEY: 0}), False),
+        (SimpleNamespace(additional_config={**SELECT, BYPASS_KEY: ""}), False),
+        (SimpleNamespace(additional_config={**SELECT, BYPASS_KEY: None}), False),
+        (SimpleNamespace(additional_config=SELECT), False),
     ],
 )
 def test_from_vllm_config_reads_the_bypass(config: object, disabled: bool) -> None:
@@ -225,6 +225,70 @@ def test_from_vllm_config_reads_the_bypass(config: object, disabled: bool) -> No
     assert selector.disabled is disabled
     expected = None if disabled else "a"
     assert selector.select_victim(ctx([cand("a", pred=9), cand("b", pred=1)])) == expected
+
+
+def _scheduler(policy: object) -> SimpleNamespace:
+    return SimpleNamespace(
+        additional_config={}, scheduler_config=SimpleNamespace(preemption_policy=policy)
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "selected"),
+    [
+        (SimpleNamespace(additional_config={"victim_selector_plugin": "dla"}), True),
+        (SimpleNamespace(additional_config={"victim_selector_plugin": " dla "}), True),
+        (
+            SimpleNamespace(
+                additional_config={"victim_selector_component": "org.vllm-hust.dla/victim-selector"}
+            ),
+            True,
+        ),
+        (_scheduler("dla_plugin.selector.DlaVictimSelector"), True),
+        (_scheduler(DlaVictimSelector), True),
+        (_scheduler("other.Policy"), False),
+        (SimpleNamespace(additional_config={"victim_selector_plugin": "bidkv"}), False),
+        (SimpleNamespace(additional_config={"victim_selector_component": "org.x/y"}), False),
+        (SimpleNamespace(additional_config={}), False),  # an older host loading it unasked
+        (None, False),
+        (42, False),
+        ("victim_selector_plugin", False),
+        (SimpleNamespace(), False),
+    ],
+)
+def test_only_a_configuration_that_selects_it_makes_it_act(
+    config: object, selected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DLA.md "Installing it changes no scheduling behaviour": older hosts load the first
+    ``vllm.victim_selector`` entry point they find; unselected, the policy only abstains."""
+    monkeypatch.delenv("VLLM_EXTENSION_BUNDLES", raising=False)
+    monkeypatch.delenv("VLLM_EXTENSION_MANIFESTS", raising=False)
+    selector = DlaVictimSelector.from_vllm_config(config, observer=None)
+    assert selector.selected is selected
+    assert selector.disabled is not selected
+    expected = "a" if selected else None
+    assert selector.select_victim(ctx([cand("a", pred=9), cand("b", pred=1)])) == expected
+    assert selector.export_metrics()["selected"] == int(selected)
+    assert selector.export_metrics()["bypass"] == 0
+
+
+def test_the_extension_selection_selects_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--extension org.vllm-hust.dla`` (the host sets VLLM_EXTENSION_BUNDLES), or its
+    manifest in VLLM_EXTENSION_MANIFESTS: the host uses a single admitted provider unasked."""
+    from dla_plugin import manifests
+
+    bare = SimpleNamespace(additional_config={})
+    monkeypatch.delenv("VLLM_EXTENSION_MANIFESTS", raising=False)
+    monkeypatch.setenv("VLLM_EXTENSION_BUNDLES", "org.example.other, org.vllm-hust.dla")
+    assert DlaVictimSelector.from_vllm_config(bare, observer=None).selected
+    monkeypatch.setenv("VLLM_EXTENSION_BUNDLES", "org.example.other")
+    assert not DlaVictimSelector.from_vllm_config(bare, observer=None).selected
+    monkeypatch.delenv("VLLM_EXTENSION_BUNDLES")
+    manifest = os.path.join(os.path.dirname(manifests.__file__), "vllm-hust-extension-v1.json")
+    monkeypatch.setenv("VLLM_EXTENSION_MANIFESTS", os.pathsep.join(["/nonexistent.json", manifest]))
+    assert DlaVictimSelector.from_vllm_config(bare, observer=None).selected
+    monkeypatch.setenv("VLLM_EXTENSION_MANIFESTS", "/nonexistent.json")
+    assert not DlaVictimSelector.from_vllm_config(bare, observer=None).selected
 
 
 def test_from_vllm_config_tolerates_hostile_objects() -> None:
@@ -240,8 +304,10 @@ def test_from_vllm_config_tolerates_hostile_objects() -> None:
         def get(self, key: str, default: object = None) -> object:
             raise RuntimeError("boom")
 
-    assert not DlaVictimSelector.from_vllm_config(Hostile(), observer=None).disabled
-    assert not DlaVictimSelector.from_vllm_config(HostileMapping(), observer=None).disabled
+    for config in (Hostile(), HostileMapping()):
+        selector = DlaVictimSelector.from_vllm_config(config, observer=None)
+        assert not selector.selected  # unreadable: selects nothing, raises nothing
+        assert selector.export_metrics()["bypass"] == 0
     assert not DlaVictimSelector(HostileMapping(), observer=None).disabled
 
 
@@ -304,9 +370,6 @@ MALFORMED: dict[str, object] = {
     "arrival str": _with(arrival_time="1.0"),
     "arrival bool": _with(arrival_time=False),
     "arrival huge int": _with(arrival_time=10**40),
-    "builtin id not a candidate": ctx(_valid(), builtin="zzz"),
-    "builtin id not a str": ctx(_valid(), builtin=1),  # type: ignore[arg-type]
-    "builtin id empty": ctx(_valid(), builtin=""),
     "unknown policy": ctx(_valid(), "lifo"),
     "policy None": ctx(_valid(), None),  # type: ignore[arg-type]
     "priority missing under priority": replace(_without("priority"), scheduling_policy="priority"),
@@ -321,6 +384,58 @@ def test_malformed_context_abstains_and_counts_a_failure(name: str) -> None:
     assert victim is None
     assert selector.failures == 1
     assert outcomes == [FAIL]
+
+
+@pytest.mark.parametrize("given", ["zzz", "", 1, None, SimpleNamespace()])
+def test_a_builtin_id_naming_no_candidate_falls_back_to_the_rule(given: object) -> None:
+    """As the host's own ``_builtin_victim_id``: a given id counts only when it names a
+    candidate; otherwise the builtin victim is the engine's rule's (here "c", FCFS)."""
+    cands = [cand("a", pred=100), cand("b", pred=10), cand("c", pred=50)]
+    victim, selector, outcomes = run(ctx(cands, builtin=given))  # type: ignore[arg-type]
+    assert (victim, selector.failures, outcomes) == ("a", 0, [CHG])
+    cands = [cand("a", pred=100), cand("c")]  # the rule's builtin has no prediction
+    assert run(ctx(cands, builtin=given))[0] is None  # type: ignore[arg-type]
+
+
+def test_changed_compares_request_ids_on_the_typed_path() -> None:
+    """The host compares ids: a chosen candidate that shares the builtin victim's id is the
+    builtin's choice, not a changed decision (duplicate ids never happen in the engine)."""
+    cands = [cand("x", pred=100, arrival=2.0), cand("x", pred=10, arrival=1.0)]
+    victim, selector, outcomes = run(ctx(cands))
+    assert victim == "x"
+    assert (selector.changed, outcomes) == (0, [SEL])
+
+
+class Rereading:
+    """A candidate whose ``request_id`` is a property: a valid id on the first read, then
+    another value or an exception."""
+
+    def __init__(self, then: object) -> None:
+        self.reads = 0
+        self.then = then
+        self.arrival_time = 1.0
+        self.num_output_tokens = 0
+        self.predicted_length = 100
+
+    @property
+    def request_id(self) -> str:
+        self.reads += 1
+        if self.reads == 1:
+            return "a"
+        if isinstance(self.then, Exception):
+            raise self.then
+        return self.then  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("then", [RuntimeError("second read"), "not-a-candidate"])
+def test_the_returned_id_is_the_one_the_rule_checked(then: object) -> None:
+    """A review finding: the id was read a second time, outside the guard, after the
+    outcome was signed; a property could raise to the host or return another id."""
+    first = Rereading(then)
+    victim, selector, outcomes = run(ctx([first, cand("b", pred=10)]))
+    assert victim == "a"
+    assert first.reads == 1
+    assert (selector.failures, outcomes) == (0, [CHG])
 
 
 def test_the_malformed_cases_select_when_repaired() -> None:
@@ -448,6 +563,7 @@ def test_one_outcome_per_call() -> None:
         "failures": 1,
         "observer_errors": 0,
         "bypass": 0,
+        "selected": 1,
     }
 
 
@@ -632,11 +748,10 @@ def test_pick_victim_applies_the_same_rule(
         assert victim.request_id == expected
     elif selector.failures == 0:  # an abstention: the host's builtin choice, the same object
         assert victim is _host_builtin(running, context.scheduling_policy)
-    assert (selector.failures, selector.selections, selector.changed) == (
-        typed.failures,
-        typed.selections,
-        typed.changed,
-    )
+    assert (selector.failures, selector.selections) == (typed.failures, typed.selections)
+    ids = [repr(getattr(c, "request_id", None)) for c in running]
+    if len(set(ids)) == len(ids):  # with shared ids, identity and id comparisons differ
+        assert selector.changed == typed.changed
 
 
 def test_pick_victim_reads_the_hosts_enum_and_returns_the_object() -> None:
@@ -672,8 +787,26 @@ def test_pick_victim_under_the_bypass_is_the_builtin_choice() -> None:
     selector = DlaVictimSelector({BYPASS_KEY: True}, observer=fake)
     running = _valid()
     assert selector.pick_victim(running, Policy.FCFS) is running[-1]
-    assert fake.outcomes == [ABS]
+    # Under priority, the host's max((priority, arrival_time)): not the last one.
+    ranked = [cand("low", pred=5, priority=9), cand("x", pred=80, priority=1), cand("last")]
+    assert selector.pick_victim(ranked, Policy.PRIORITY) is ranked[0]
+    assert fake.outcomes == [ABS, ABS]
     assert selector.export_metrics()["bypass"] == 1
+
+
+def test_pick_victim_after_a_failure_under_priority_is_the_hosts_choice() -> None:
+    selector = DlaVictimSelector(observer=None)
+    ranked = [
+        cand("top", priority=9, arrival=1.0),
+        SimpleNamespace(request_id="", priority=1, arrival_time=2.0, num_output_tokens=0),
+        cand("last", priority=1, arrival=3.0),
+    ]
+    assert selector.pick_victim(ranked, Policy.PRIORITY) is ranked[0]  # "" id: a failure
+    assert selector.failures == 1
+    tied = [cand("first", priority=3, arrival=1.0), cand("second", priority=3, arrival=1.0)]
+    tied.append(SimpleNamespace(request_id=7, priority=3, arrival_time=1.0))
+    assert selector.pick_victim(tied, Policy.PRIORITY) is tied[0]  # max() keeps the first
+    assert selector.failures == 2
 
 
 def test_emit_observability_log_is_rate_limited_and_never_raises(

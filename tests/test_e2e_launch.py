@@ -214,7 +214,8 @@ def test_the_bypass_on_a_victim_selector_path_loads_nothing(
     tmp_path: Path, launches: list[subprocess.Popen[str]]
 ) -> None:
     """On the legacy and typed-component paths the host itself honours the bypass: its no-op
-    selector runs, the plugin is never imported, and there is no evidence at all."""
+    selector runs, the plugin is never loaded as the selector nor called, and there is no
+    evidence at all."""
     proc, directory = launch(tmp_path, launches, "--bypass")
     start = time.monotonic()
     while time.monotonic() < start + 4.0:

@@ -615,6 +615,37 @@ def test_changed_decisions_and_the_last_selection_are_signed(
     assert obs.snapshot()["changed"] == 2
 
 
+def test_only_selections_move_the_last_selection_and_no_time_goes_back(
+    make_observer: Callable[..., Observer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure or an abstention moves ``last_dispatch_at`` only; a clock stepped back
+    moves neither backwards, so a 0.3 record's newest selection is never after its newest
+    dispatch (the reader refuses such a record)."""
+    from ecpa.observer import _observer
+
+    clock = [1_800_000_100.0]
+    monkeypatch.setattr(_observer, "_now", lambda: clock[0])
+    obs = make_observer(emit_interval_s=60.0)
+    obs.count(CHANGED)
+    clock[0] = 1_800_000_200.0
+    obs.count(FAILURE)
+    obs.count(ABSTENTION)
+    assert obs.flush()
+    record = counters_in(obs.log_path)[-1]
+    assert (record["last_selection_at"], record["last_dispatch_at"]) == (
+        1_800_000_100,
+        1_800_000_200,
+    )
+    clock[0] = 1_800_000_050.0  # stepped back
+    obs.count(SELECTION)
+    assert obs.flush()
+    record = counters_in(obs.log_path)[-1]
+    assert (record["last_selection_at"], record["last_dispatch_at"]) == (
+        1_800_000_200,
+        1_800_000_200,
+    )
+
+
 class HostStop(Exception):
     """What a host's signal handler raises to stop (the driver's _Stop is one)."""
 

@@ -55,7 +55,7 @@ key = ecpa.SigningKey.generate()
 kid = enroll(b.enroll_socket, Request(key.public_key.to_b64(), slot, me))
 logs = b.evidence_dir / b.launch_id
 now = int(time.time())
-window = Window(1, 50, 40, 10, 0, 0, now - 1, now, now)
+window = Window(1, 50, 40, 10, 0, 0, now - 1, now, now, 20, now)
 mine = Signer(key, kid, slot, process_keys=True)             # my key, my kid, pid 1 named
 claim = Signer(key, kid_for(slot, pid1), slot, process_keys=True)  # my key, pid 1's kid
 for name, signer in ((log_name(kid), mine), (log_name(kid_for(slot, pid1)), mine),

@@ -243,7 +243,7 @@ def test_no_selections_is_false() -> None:
     assert not status.effective
     assert (
         "no selections: the plugin abstained on all 10 calls (no builtin victim carried a "
-        "prediction, or the bypass is set)"
+        "prediction, the bypass is set, or the configuration does not select it)"
     ) in status.reasons
 
 
@@ -612,7 +612,7 @@ _V3 = {
     "schema": "ecpa-dispatch-counters/0.3",
     "last_dispatch_at": NOW - 1,
     "changed": 3,
-    "last_selection_at": None,
+    "last_selection_at": NOW - 2,
 }
 
 
@@ -637,6 +637,14 @@ def test_each_counters_schema_parses_with_exactly_its_members(changes: dict[str,
         {**_V3, "changed": -1},
         {**_V3, "changed": True},
         {**_V3, "last_selection_at": "now"},
+        # 0.3 counts must add up (calls 10, selections 5, abstentions 5, failures 0 here)
+        {**_V3, "changed": 6},  # more changed decisions than selections
+        {**_V3, "calls": 11},  # a call with no outcome
+        {**_V3, "failures": 1},  # an outcome with no call
+        {**_V3, "last_dispatch_at": None},  # calls, but no newest dispatch
+        {**_V3, "calls": 0, "selections": 0, "abstentions": 0, "changed": 0},  # the reverse
+        {**_V3, "selections": 0, "abstentions": 10, "changed": 0, "last_selection_at": NOW},
+        {**_V3, "last_selection_at": NOW},  # a selection after the newest dispatch
         {"schema": "ecpa-dispatch-counters/0.4"},
         {"schema": 3},
     ],
@@ -645,3 +653,14 @@ def test_counters_schema_members_are_checked(changes: dict[str, Any]) -> None:
     with pytest.raises(ecpa.EcpaError) as exc_info:
         parse_counters(counters(1, **changes))
     assert exc_info.value.code.value == "ECPA_INVALID_RECORD"
+
+
+def test_max_idle_with_a_record_that_does_not_say_is_false() -> None:
+    """A 0.1 record has no last_dispatch_at (0.2 and 0.3 records always have one once the
+    plugin was called): with --max-idle, idle is unknown, so false."""
+    assert run(record(1)).effective
+    status = run(record(1), max_idle=10)
+    assert not status.effective
+    assert "idle unknown: no last_dispatch_at in the newest record (--max-idle 10)" in (
+        status.reasons
+    )

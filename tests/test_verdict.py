@@ -242,7 +242,6 @@ def test_a_record_for_a_slot_the_plan_does_not_name_is_refused() -> None:
     [
         (NOW - 5, True, "busy: newest dispatch 5 s ago, --max-idle 10 s"),
         (NOW - 11, False, "idle: newest dispatch 11 s ago, --max-idle 10 s"),
-        (None, False, "idle unknown: no last_dispatch_at in the newest record (--max-idle 10)"),
     ],
 )
 def test_max_idle(last: int | None, effective: bool, reason: str) -> None:
@@ -269,7 +268,7 @@ def test_slot_status_carries_the_process_and_counters() -> None:
     assert not s1.covered
     assert (
         "no selections: the plugin abstained on all 10 calls (no builtin victim carried a "
-        "prediction, or the bypass is set)"
+        "prediction, the bypass is set, or the configuration does not select it)"
     ) in s1.reasons
 
 
@@ -281,7 +280,7 @@ def test_slot_status_carries_the_process_and_counters() -> None:
             16750,
             0,
             "no selections: the plugin abstained on all 16,750 calls (no builtin victim carried "
-            "a prediction, or the bypass is set)",
+            "a prediction, the bypass is set, or the configuration does not select it)",
         ),
         (
             7,
@@ -291,8 +290,9 @@ def test_slot_status_carries_the_process_and_counters() -> None:
         (
             9,
             2,
-            "no selections in 9 calls: 7 abstentions (no builtin victim carried a prediction, or "
-            "the bypass is set), 2 failures (inputs outside the host contract)",
+            "no selections in 9 calls: 7 abstentions (no builtin victim carried a prediction, "
+            "the bypass is set, or the configuration does not select it), 2 failures (inputs "
+            "outside the host contract)",
         ),
     ],
 )
@@ -302,7 +302,8 @@ def test_a_plugin_that_never_selects_says_its_counts_and_cause(
     """Fact 7 of the real-host review: "has not chosen a victim yet" hid the counts and read
     as "not loaded"."""
     launch = Launch()
-    launch.write(S0, proc(11), 1, selections=0, calls=calls, failures=failures)
+    last = None if calls == 0 else NOW - 1
+    launch.write(S0, proc(11), 1, selections=0, calls=calls, failures=failures, last=last)
     status = launch.derive(expected=replace(EXPECTED, slots=(S0,)))
     assert not status.effective
     assert reason in slot_reasons(status, "scheduler.0")

@@ -79,11 +79,17 @@ def requests(
         yield math.floor(job.arrival_s / STEP_S), request
 
 
+class _SchedulerConfig:
+    def __init__(self, preemption_policy: str | None) -> None:
+        self.preemption_policy = preemption_policy
+
+
 class _VllmConfig:
     """The part of the engine's configuration the host paths read."""
 
-    def __init__(self, additional_config: dict[str, Any]) -> None:
+    def __init__(self, additional_config: dict[str, Any], preemption_policy: str | None) -> None:
         self.additional_config = additional_config
+        self.scheduler_config = _SchedulerConfig(preemption_policy)
 
 
 def host_path(path: str, name: str, *, bypass: bool = False) -> HostPath:
@@ -95,11 +101,11 @@ def host_path(path: str, name: str, *, bypass: bool = False) -> HostPath:
             or the loaded object breaks the host's contract (the message says why).
     """
     additional: dict[str, Any] = {DISABLED_KEY: True} if bypass else {}
-    config = _VllmConfig(additional)
+    qualname = POLICY_QUALNAME if path == "policy" and name != "builtin" else None
+    config = _VllmConfig(additional, qualname)
     try:
         if path == "policy":
-            qualname = None if name == "builtin" else POLICY_QUALNAME
-            return PreemptionController(load_typed_policy(qualname, config))
+            return PreemptionController(load_typed_policy(config))
         if name == "builtin":
             return SelectorScheduler(NoOpVictimSelector())
         if path == "component":

@@ -170,7 +170,7 @@ def _emit_own_evidence(d: Path, now: int, key: SigningKey) -> None:
     signer = Signer(key, "demo-key", Slot("scheduler", 0), process_keys=False)
     with EvidenceLog(d / "launch-demo.jsonl") as log:
         for seq in (1, 2):
-            window = Window(seq, 10 * seq, 4 * seq, 6 * seq, 0, 0, now - 1, now, now)
+            window = Window(seq, 10 * seq, 4 * seq, 6 * seq, 0, 0, now - 1, now, now, 2 * seq, now)
             log.append(build_evidence(launch, me, signer, window, issued_at=now))
     binding = {
         "plan_id": launch.plan_id,

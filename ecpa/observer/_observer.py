@@ -186,21 +186,24 @@ class Observer:
         if self._reborn:  # the first count in a forked child (0.2): its threads, once
             self._reborn = False
             self.start()
-        now = _now()
         with self._lock:
+            # Read under the lock and never backwards (a clock stepped back keeps the last
+            # time): the newest selection is then never after the newest dispatch.
+            now = _now()
+            if now > self._last_at:
+                self._last_at = now
             self._calls += 1
             if outcome == SELECTION:
                 self._selections += 1
-                self._last_selection_at = now
+                self._last_selection_at = self._last_at
             elif outcome == ABSTENTION:
                 self._abstentions += 1
             elif outcome == CHANGED:
                 self._selections += 1
                 self._changed += 1
-                self._last_selection_at = now
+                self._last_selection_at = self._last_at
             else:
                 self._failures += 1
-            self._last_at = now
             calls = self._calls
         if calls == 1 or (self._every and calls % self._every == 0):
             self._wake.set()  # the first record as soon as the first dispatch happened

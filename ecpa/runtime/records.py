@@ -124,9 +124,40 @@ def parse_counters(data: bytes) -> tuple[_Counters, dict[str, Any]]:
         raise _invalid("expected member 'changed' to be an integer, found null")
     fields = {("schema_" if k == "schema" else k): v for k, v in obj.items()}
     try:
-        return _Counters(**fields), obj
+        counters = _Counters(**fields)
     except ValidationError as exc:
         raise _invalid(f"counters record: {describe_validation(exc, 'counters')}") from None
+    if schema == COUNTERS_SCHEMA:
+        _check_consistent(counters)
+    return counters, obj
+
+
+def _check_consistent(c: _Counters) -> None:
+    """0.3: the counts add up as the observer counts them (each call exactly one outcome; a
+    changed decision is a selection; a newest time exactly when there was one, the newest
+    selection no later than the newest dispatch). Older records are taken as they are."""
+    problems = []
+    if c.selections + c.abstentions + c.failures != c.calls:
+        problems.append(
+            f"selections + abstentions + failures = "
+            f"{c.selections + c.abstentions + c.failures}, calls = {c.calls}"
+        )
+    if c.changed is not None and c.changed > c.selections:
+        problems.append(f"changed {c.changed} > selections {c.selections}")
+    if (c.last_dispatch_at is None) != (c.calls == 0):
+        problems.append(f"last_dispatch_at {c.last_dispatch_at} with {c.calls} calls")
+    if (c.last_selection_at is None) != (c.selections == 0):
+        problems.append(f"last_selection_at {c.last_selection_at} with {c.selections} selections")
+    if (
+        c.last_selection_at is not None
+        and c.last_dispatch_at is not None
+        and c.last_selection_at > c.last_dispatch_at
+    ):
+        problems.append(
+            f"last_selection_at {c.last_selection_at} after last_dispatch_at {c.last_dispatch_at}"
+        )
+    if problems:
+        raise _invalid(f"expected consistent {COUNTERS_SCHEMA} counts, found {'; '.join(problems)}")
 
 
 def _check_launch(st: Statement, expected: ExpectedLaunch) -> None:

@@ -26,6 +26,12 @@ from ecpa.runtime.stream import Stream
 __all__ = ["Judge", "RuntimeStatus", "SlotStatus"]
 
 
+_ABSTAINED = (
+    "(no builtin victim carried a prediction, the bypass is set, or the configuration does "
+    "not select it)"
+)
+
+
 def no_selection_reason(counters: dict[str, Any]) -> str:
     """Why a record with ``selections == 0`` does not count, with its counts: the plugin was
     never called (no preemption happened), or it was called and never chose a victim (it
@@ -34,19 +40,15 @@ def no_selection_reason(counters: dict[str, Any]) -> str:
     if calls == 0:
         return "no selections: the plugin was not called (no preemption has happened)"
     if abstentions == calls:
-        return (
-            f"no selections: the plugin abstained on all {calls:,} calls "
-            "(no builtin victim carried a prediction, or the bypass is set)"
-        )
+        return f"no selections: the plugin abstained on all {calls:,} calls {_ABSTAINED}"
     if failures == calls:
         return (
             f"no selections: the plugin failed on all {calls:,} calls "
             "(inputs outside the host contract)"
         )
     return (
-        f"no selections in {calls:,} calls: {abstentions:,} abstentions (no builtin victim "
-        f"carried a prediction, or the bypass is set), {failures:,} failures (inputs outside "
-        "the host contract)"
+        f"no selections in {calls:,} calls: {abstentions:,} abstentions {_ABSTAINED}, "
+        f"{failures:,} failures (inputs outside the host contract)"
     )
 
 
