@@ -27,23 +27,20 @@ from __future__ import annotations
 
 import numbers
 import operator
-from typing import Any, NamedTuple
+from typing import Any
 
 __all__ = ["Decision", "Malformed", "builtin_victim", "decide", "policy_value"]
 
 _INT_MIN = -(1 << 63)
 _INT_MAX = (1 << 63) - 1
 _INF = float("inf")
+_TWO_63 = float(1 << 63)  # the first float past the int range (2**63 - 1 is no float)
 
 
-class Decision(NamedTuple):
-    """What :func:`decide` found: the chosen candidate (None: abstain) and the builtin one,
-    each with the ``request_id`` it had when it was checked (read once, never again)."""
-
-    chosen: Any
-    chosen_id: str
-    builtin: Any
-    builtin_id: str
+#: What :func:`decide` found: ``(chosen, chosen_id, builtin, builtin_id)``, the chosen
+#: candidate (None: abstain) and the builtin one, each with the ``request_id`` it had when
+#: it was checked (read once, never again). A plain tuple: built on every call.
+Decision = tuple[Any, str, Any, str]
 
 
 class Malformed(Exception):
@@ -157,9 +154,9 @@ def decide(candidates: Any, by_priority: bool, builtin_id: Any) -> Decision:
                 if not 0 <= predicted <= _INT_MAX:
                     raise Malformed
             elif kind is float:  # a JSON client's 500.0: the common case after int
-                predicted = _whole_float(predicted)
-                if not 0 <= predicted <= _INT_MAX:
-                    raise Malformed
+                if not 0.0 <= predicted < _TWO_63 or not predicted.is_integer():
+                    raise Malformed  # NaN fails the comparison
+                predicted = int(predicted)
             else:
                 predicted = _prediction(predicted)
             remaining = predicted - out
@@ -199,8 +196,8 @@ def decide(candidates: Any, by_priority: bool, builtin_id: Any) -> Decision:
         # The given id names no candidate: the host then takes its own rule, and so do we.
         return decide(candidates, by_priority, None)
     if not builtin_predicted:
-        return Decision(None, "", builtin, builtin_rid)
-    return Decision(best, best_id, builtin, builtin_rid)
+        return None, "", builtin, builtin_rid
+    return best, best_id, builtin, builtin_rid
 
 
 def builtin_victim(running: Any, by_priority: bool) -> Any:

@@ -39,7 +39,7 @@ __all__ = ["BYPASS_KEY", "DlaVictimSelector"]
 #: The emergency bypass (DLA.md "Identity"): ``{BYPASS_KEY: true}`` in ``additional_config``.
 BYPASS_KEY = "victim_selector_plugin_disabled"
 
-_NONE = Decision(None, "", None, "")
+_NONE: Decision = (None, "", None, "")
 
 #: What selects the plugin on each host path (DLA.md "Host contract: three ways in").
 PLUGIN_NAME = "dla"
@@ -286,11 +286,11 @@ class DlaVictimSelector:
             self.failures += 1
             self._report(self._failure)
             return _NONE
-        chosen = decision.chosen
+        chosen, chosen_id, builtin, builtin_id = decision
         if chosen is None:
             self.abstentions += 1
             self._report(self._abstention)
-        elif decision.chosen_id == decision.builtin_id if by_id else chosen is decision.builtin:
+        elif chosen_id == builtin_id if by_id else chosen is builtin:
             self.selections += 1
             self._report(self._selection)
         else:
@@ -320,8 +320,8 @@ class DlaVictimSelector:
             builtin_id = getattr(context, "builtin_victim_id", None)
         except Exception:
             candidates = policy = builtin_id = None  # decide() refuses it: a failure
-        decision = self._judge(candidates, policy, builtin_id, True)
-        return None if decision.chosen is None else decision.chosen_id
+        chosen, chosen_id, _, _ = self._judge(candidates, policy, builtin_id, True)
+        return None if chosen is None else chosen_id
 
     def pick_victim(
         self,
@@ -352,11 +352,11 @@ class DlaVictimSelector:
             running = list(running)  # a tuple, deque or generator: read once, in order
         if not running:
             raise ValueError("running is empty, cannot pick a victim")
-        decision = self._judge(running, policy, None, False)
-        if decision.chosen is not None:
-            return decision.chosen
-        if decision.builtin is not None:
-            return decision.builtin
+        chosen, _, builtin, _ = self._judge(running, policy, None, False)
+        if chosen is not None:
+            return chosen
+        if builtin is not None:
+            return builtin
         try:
             by_priority = policy_value(policy)
         except Exception:
