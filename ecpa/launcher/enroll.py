@@ -8,7 +8,8 @@ in :attr:`EnrollServer.pending` until its deadline. For each request it checks, 
 2. the pid the request claims is the peer's own;
 3. that process, read from ``/proc`` now, is the identity claimed (host, boot id, start
    ticks): a process cannot enroll a key in another's name;
-4. the peer descends from ``ecpa run`` (a child subreaper: its tree stays its own);
+4. the peer belongs to the launch: it descends from ``ecpa run`` (a child subreaper: its tree
+   stays its own), not through a child ``ecpa run`` had before its command started;
 5. the process has no key yet (one key, one slot per process identity); the very same
    request again (a retry after a slow answer) gets the same answer;
 6. the key loads by every rule of PROFILE §5 (no small-order key).
@@ -34,7 +35,7 @@ from typing import Any
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.enroll import MAX_MESSAGE, Request, kid_for, parse_request, reply_bytes
 from ecpa.runtime.launch import LAUNCH_SUBJECT
-from ecpa.runtime.process import PROC, ProcessIdentity, descends_from, read_identity
+from ecpa.runtime.process import PROC, Membership, ProcessIdentity, read_identity
 from ecpa.runtime.trust_file import update_trust_file
 
 __all__ = ["EnrollServer", "Enrolled"]
@@ -98,7 +99,9 @@ class EnrollServer:
     path: Path
     trust_file: Path
     issuer: str
-    supervisor_pid: int
+    #: Who belongs to the launch (RUNTIME.md "Membership"): the supervisor's tree, less the
+    #: children it had before the command.
+    membership: Membership
     not_after: int
     clock: Callable[[], float] = time.time
     skew_s: int = 5
@@ -245,9 +248,11 @@ class EnrollServer:
                 f"the request claims {claimed.start_identity} on {claimed.host!r}, the peer is "
                 f"{actual.start_identity} on {actual.host!r}"
             )
-        if not descends_from(peer.pid, self.supervisor_pid, proc_root=self.proc_root):  # 4
+        if not self.membership.includes(peer.pid, proc_root=self.proc_root):  # 4
+            boss = self.membership.supervisor
             raise self._refuse(
-                f"pid {peer.pid} is not a descendant of ecpa run (pid {self.supervisor_pid})"
+                f"pid {peer.pid} is not a process of the launch: not a descendant of ecpa run "
+                f"(pid {boss}), or one through a child ecpa run had before its command started"
             )
         known = self.enrolled.get(actual)
         if known is not None:  # step 5

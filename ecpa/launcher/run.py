@@ -51,7 +51,13 @@ from ecpa.profile._json import MAX_SAFE_INTEGER
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.runtime.launch import EXIT_SCHEMA
 from ecpa.runtime.plan import Plan, launch_document, plan_from_dict
-from ecpa.runtime.process import BINDING_ENV_NAMES, ProcessIdentity, read_identity
+from ecpa.runtime.process import (
+    BINDING_ENV_NAMES,
+    Membership,
+    ProcessIdentity,
+    children_now,
+    read_identity,
+)
 from ecpa.runtime.trust_file import update_trust_file
 
 __all__ = [
@@ -102,6 +108,13 @@ class Launch:
     binding: Mapping[str, str] = field(hash=False)
     #: The command's whole environment: the caller's, plus :attr:`binding`.
     env: Mapping[str, str] = field(hash=False, repr=False)
+    #: The supervisor's children from before the command (pid, start ticks): not members.
+    excluded: frozenset[tuple[int, int]] = frozenset()
+
+    @property
+    def membership(self) -> Membership:
+        """Who belongs to the launch: the rule the supervisor, enrollment and status share."""
+        return Membership(self.supervisor.pid, self.excluded)
 
     @property
     def launch_file(self) -> Path:
@@ -240,6 +253,7 @@ def prepare_launch(
         supervisor=boss,
         binding=MappingProxyType(binding),
         env=MappingProxyType({**environ, **binding}),
+        excluded=children_now(boss.pid),
     )
     try:
         _write_directory(launch)
@@ -264,6 +278,7 @@ def _write_directory(launch: Launch) -> None:
         challenge=launch.challenge,
         started_at=launch.started_at,
         supervisor=launch.supervisor,
+        excluded=launch.excluded,
     )
     write_atomic(launch.launch_file, json_bytes(doc))  # last: a complete launch
 
@@ -297,7 +312,7 @@ def run_launch(
         path=launch.enroll_socket,
         trust_file=launch.trust_file,
         issuer=launch.plan.issuer,
-        supervisor_pid=launch.supervisor.pid,
+        membership=launch.membership,
         not_after=launch.ends_at,
         clock=clock,
         skew_s=CLOCK_SKEW_S,
@@ -305,6 +320,7 @@ def run_launch(
     server.listen()
     boss = supervisor if supervisor is not None else Supervisor(grace=grace, say=say)
     boss.enroll = server
+    boss.membership = launch.membership
     try:
         return boss.run(command, dict(launch.env))
     finally:

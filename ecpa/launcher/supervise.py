@@ -35,8 +35,9 @@ from pathlib import Path
 from types import FrameType
 
 from ecpa.launcher.enroll import EnrollServer
+from ecpa.runtime.process import Membership, children_now
 
-__all__ = ["FORWARDED", "LaunchExit", "Supervisor", "descendants"]
+__all__ = ["FORWARDED", "LaunchExit", "Supervisor"]
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _POLL_S = 0.05
@@ -149,25 +150,6 @@ def _parent_map(proc_root: Path) -> dict[int, list[int]]:
     return _table(proc_root)[0]
 
 
-def descendants(
-    root: int, *, exclude: frozenset[int] = frozenset(), proc_root: Path = Path("/proc")
-) -> list[int]:
-    """Every live process whose parent chain reaches ``root`` (not ``root`` itself), read
-    from ``/proc`` now, leaving out the subtrees of the children of ``root`` in ``exclude``.
-    Zombies are included: they still need reaping."""
-    return _descendants(_parent_map(proc_root), root, exclude)
-
-
-def _descendants(parents: dict[int, list[int]], root: int, exclude: frozenset[int]) -> list[int]:
-    found: list[int] = []
-    queue = [pid for pid in parents.get(root, []) if pid not in exclude]
-    while queue:
-        pid = queue.pop()
-        found.append(pid)
-        queue.extend(parents.get(pid, []))
-    return found
-
-
 def _children(pid: int) -> list[int]:
     """The direct children of ``pid`` now, from ``/proc``."""
     return _parent_map(Path("/proc")).get(pid, [])
@@ -183,8 +165,17 @@ class Supervisor:
     say: Callable[[str], None] = lambda line: None
     signals: list[int] = field(default_factory=list)
     subreaper: bool = False
-    #: Children the caller had before the command started: not part of the launch's tree.
-    foreign: frozenset[int] = frozenset()
+    #: Who belongs to the launch (RUNTIME.md "Membership"): this process's tree, less the
+    #: children it had before the command started. Made at :meth:`run` when not given.
+    membership: Membership | None = None
+
+    @property
+    def foreign(self) -> frozenset[int]:
+        """The pids of the children this process had before the command: never signalled,
+        never reaped (they are not the launch's)."""
+        if self.membership is None:
+            return frozenset()
+        return frozenset(pid for pid, _ in self.membership.excluded)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         self.signals.append(signum)
@@ -220,7 +211,8 @@ class Supervisor:
         Raises nothing for a command that cannot be started: that is status 127 or 126.
         """
         me = os.getpid()
-        self.foreign = frozenset(_children(me))
+        if self.membership is None or self.membership.supervisor != me:
+            self.membership = Membership(me, children_now(me))
         self.subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
         if not self.subreaper:
             self.say("cannot become a child subreaper: orphans of the command leave the tree")
@@ -240,7 +232,7 @@ class Supervisor:
         process forking meanwhile included); return how many processes were signalled."""
         parents, groups = _table(Path("/proc"))
         me = os.getpid()
-        targets = _descendants(parents, me, self.foreign)
+        targets = self._members(parents)
         if child is not None and child not in targets:
             targets.append(child)
         own = groups.get(me)
@@ -260,9 +252,13 @@ class Supervisor:
                 os.kill(pid, signum)
         return sent
 
+    def _members(self, parents: dict[int, list[int]]) -> list[int]:
+        membership = self.membership or Membership(os.getpid())
+        return membership.members(parents)
+
     def tree(self) -> list[int]:
         """The processes of the launch's tree now (zombies included)."""
-        return descendants(os.getpid(), exclude=self.foreign)
+        return self._members(_parent_map(Path("/proc")))
 
     def _reap(self, child: subprocess.Popen[bytes], result: list[LaunchExit]) -> None:
         if self.foreign:  # only the tree's own children: a caller's keep their statuses

@@ -26,7 +26,7 @@ from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
 from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_validation
-from ecpa.runtime.process import ProcessIdentity
+from ecpa.runtime.process import Membership, ProcessIdentity
 
 __all__ = [
     "DEFAULT_SLOTS",
@@ -151,6 +151,15 @@ class ExpectedLaunch:
     slots: tuple[Slot, ...] = DEFAULT_SLOTS
     version: str = "0.1"
     supervisor: ProcessIdentity | None = None
+    #: The supervisor's children from before the command (pid, start ticks): not members.
+    excluded: frozenset[tuple[int, int]] = frozenset()
+
+    @property
+    def membership(self) -> Membership | None:
+        """Who belongs to a 0.2 launch (RUNTIME.md "Membership"); None without a supervisor."""
+        if self.supervisor is None:
+            return None
+        return Membership(self.supervisor.pid, self.excluded)
 
 
 class _LaunchDoc(BaseModel):
@@ -193,6 +202,7 @@ _LAUNCH_EXTRA_02 = (
     "slots",
     "supervisor",
     "enroll_socket",
+    "excluded_children",
 )
 _MAX_NAME_BYTES = 200
 
@@ -234,6 +244,26 @@ def _supervisor(value: object, what: str) -> ProcessIdentity:
     return ProcessIdentity(host, pid, ticks, boot)
 
 
+def _excluded(value: object, what: str) -> frozenset[tuple[int, int]]:
+    """``excluded_children`` of a launch.json: absent (none), or a list of
+    ``{"pid", "start_ticks"}``."""
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list) or len(value) > _MAX_SLOTS * 64:
+        raise _bad(f"{what}: expected 'excluded_children' as a list, found {value!r}"[:300])
+    found: set[tuple[int, int]] = set()
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"pid", "start_ticks"}:
+            raise _bad(f"{what}: expected excluded children as {{'pid', 'start_ticks'}}")
+        pid, ticks = item["pid"], item["start_ticks"]
+        if type(pid) is not int or type(ticks) is not int:
+            raise _bad(f"{what}: expected excluded pid and start_ticks as integers")
+        if not (0 < pid <= MAX_SAFE_INTEGER and 0 <= ticks <= MAX_SAFE_INTEGER):
+            raise _bad(f"{what}: expected an excluded pid >= 1 and start_ticks >= 0")
+        found.add((pid, ticks))
+    return frozenset(found)
+
+
 def launch_from_file(path: Path) -> ExpectedLaunch:
     """The expected launch from a ``launch.json``: schema ``ecpa-launch/0.2`` (slots, the
     supervisor's identity) or ``ecpa-launch/0.1`` (one slot, a shared key); other members
@@ -270,6 +300,7 @@ def launch_from_bytes(data: bytes, what: str) -> ExpectedLaunch:
             version="0.2",
             slots=slots_from_list(doc.get("slots"), what),
             supervisor=_supervisor(doc.get("supervisor"), what),
+            excluded=_excluded(doc.get("excluded_children"), what),
         )
     else:
         raise _bad(

@@ -174,10 +174,13 @@ def launch_document(
     started_at: int,
     supervisor: ProcessIdentity,
     enroll_socket: str = "enroll.sock",
+    excluded: frozenset[tuple[int, int]] = frozenset(),
 ) -> dict[str, Any]:
     """The ``launch.json`` (schema ``ecpa-launch/0.2``) of one launch of ``plan``
-    (RUNTIME.md "Launch directory", "Slots", "Process keys"); :func:`launch_from_file` reads
-    it back. ``supervisor`` is ``ecpa run``'s own identity."""
+    (RUNTIME.md "Launch directory", "Slots", "Process keys", "Membership");
+    :func:`launch_from_file` reads it back. ``supervisor`` is ``ecpa run``'s own identity,
+    ``excluded`` the children it had before the command started (pid, start ticks): never
+    part of the launch."""
     return {
         "schema": LAUNCH_SCHEMA,
         "plan_id": plan.plan_id,
@@ -200,4 +203,7 @@ def launch_document(
             "boot_id": supervisor.boot_id,
         },
         "enroll_socket": enroll_socket,
+        "excluded_children": [
+            {"pid": pid, "start_ticks": ticks} for pid, ticks in sorted(excluded)
+        ],
     }

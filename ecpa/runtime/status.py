@@ -23,7 +23,7 @@ from ecpa.runtime.derive import derive, verdict_launch
 from ecpa.runtime.evidence import read_log
 from ecpa.runtime.launch import ExpectedLaunch, launch_ended, launch_from_file
 from ecpa.runtime.logs import judge_logs, open_process_logs
-from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, descends_from
+from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive
 from ecpa.runtime.replay import open_replay_fence
 from ecpa.runtime.verdict import RuntimeStatus
 
@@ -206,8 +206,11 @@ def _status_02(
     def alive(identity: ProcessIdentity) -> Liveness:
         return check_alive(identity, proc_root=proc_root, host=host)
 
+    membership = expected.membership
+    assert membership is not None  # a 0.2 launch has a supervisor
+
     def descends(identity: ProcessIdentity) -> bool:
-        return descends_from(identity.pid, boss.pid, proc_root=proc_root)
+        return membership.includes(identity.pid, proc_root=proc_root)
 
     supervisor = alive(boss)
     if ended is not None:  # its end was recorded: no need for it to be alive

@@ -1,0 +1,186 @@
+"""Who belongs to a launch (RUNTIME.md "Round 3", "Membership"): exactly the command's tree
+under the supervisor, never a child the supervisor's pid had before the command (an agent
+forked by an entry script before ``exec ecpa run``). One rule for the supervisor (signal,
+reap), enrollment and status: :class:`ecpa.runtime.process.Membership`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ecpa.runtime.launch import launch_from_file
+from ecpa.runtime.process import Membership, children_now
+from tests.support import ROOT
+
+BOSS = 100
+
+
+def stat(pid: int, ppid: int, ticks: int, state: str = "S") -> str:
+    rest = [state, str(ppid), str(pid), str(pid)] + ["0"] * 15 + [str(ticks)] + ["0"] * 28
+    return f"{pid} (proc {pid}) {' '.join(rest)}\n"
+
+
+@pytest.fixture
+def proc(tmp_path: Path) -> Path:
+    """A fake /proc: 1 -> 100 (the supervisor) -> 200 (an agent from before the command)
+    -> 201 -> 202; 100 -> 300 (the command) -> 301 -> 302; 1 -> 400 (outside)."""
+    root = tmp_path / "proc"
+    tree = {1: 0, BOSS: 1, 200: BOSS, 201: 200, 202: 201, 300: BOSS, 301: 300, 302: 301, 400: 1}
+    for pid, ppid in tree.items():
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "stat").write_text(stat(pid, ppid, 1000 + pid))
+    return root
+
+
+def test_the_agents_subtree_is_not_the_launchs(proc: Path) -> None:
+    membership = Membership(BOSS, children_now(BOSS, proc_root=proc) - {(300, 1300)})
+    assert membership.excluded == {(200, 1200)}
+    for pid in (BOSS, 300, 301, 302):
+        assert membership.includes(pid, proc_root=proc), pid
+    for pid in (200, 201, 202, 400, 1, 999):
+        assert not membership.includes(pid, proc_root=proc), pid
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    assert sorted(membership.members(children, proc_root=proc)) == [300, 301, 302]
+
+
+def test_a_reused_pid_of_an_excluded_child_is_a_member(proc: Path) -> None:
+    """The record is (pid, start ticks): once the agent is gone and its pid reused by a
+    process of the command, that process belongs to the launch."""
+    membership = Membership(BOSS, frozenset({(300, 999)}))  # 300 started at 1300, not 999
+    assert membership.includes(302, proc_root=proc)
+    assert Membership(BOSS).includes(202, proc_root=proc)  # without the record: a member
+
+
+def test_the_launch_file_carries_the_excluded_children(tmp_path: Path) -> None:
+    """``ecpa run`` started by a shell that forked an agent first: launch.json names it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
+    env["PYTHONPATH"] = str(ROOT)
+    ecpa = Path(sys.executable).parent / "ecpa"
+    script = f"sleep 30 & exec {ecpa} run --evidence-dir {tmp_path / 'runs'} -- sleep 3"
+    shell = subprocess.Popen(["sh", "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+    started: list[int] = [shell.pid]
+    try:
+        assert shell.stderr is not None
+        line = shell.stderr.readline()
+        directory = Path(line.split(" in ", 1)[1].strip())
+        directory = directory if directory.is_absolute() else Path.cwd() / directory
+        doc = json.loads((directory / "launch.json").read_text())
+        [agent] = doc["excluded_children"]
+        started.append(agent["pid"])
+        assert Path(f"/proc/{agent['pid']}/cmdline").read_bytes().startswith(b"sleep\x00")
+        expected = launch_from_file(directory / "launch.json")
+        assert expected.membership is not None
+        assert expected.membership.supervisor == shell.pid  # exec: the shell's pid
+        assert not expected.membership.includes(agent["pid"])
+        status = shell.wait(timeout=60)
+        started.remove(shell.pid)  # reaped: its pid may be anyone's now
+        assert status == 0
+        time.sleep(0.2)
+        # The supervisor never signalled the agent: it outlives the launch, as it should.
+        assert Path(f"/proc/{agent['pid']}").exists()
+    finally:
+        alive = shell.poll() is None
+        for pid in [p for p, _ in children_now(shell.pid)] * alive + started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shell.wait(timeout=30)
+        if shell.stderr is not None:
+            shell.stderr.close()
+
+
+AGENT = r"""
+import json, os, sys, time
+from pathlib import Path
+runs = Path(sys.argv[1])
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    found = list(runs.glob("launch-*/launch.json"))
+    if found:
+        break
+    time.sleep(0.05)
+launch = json.loads(found[0].read_text())
+directory = found[0].parent
+os.environ.update(
+    ECPA_PLAN_ID=launch["plan_id"],
+    ECPA_LAUNCH_ID=launch["launch_id"],
+    ECPA_CHALLENGE=launch["challenge"],
+    ECPA_PLUGIN_ID=launch["plugin_id"],
+    ECPA_ARTIFACT_DIGEST=launch["artifact_digest"],
+    ECPA_ISSUER=launch["issuer"],
+    ECPA_ENROLL_SOCKET=str(directory / launch["enroll_socket"]),
+    ECPA_EVIDENCE_DIR=str(directory / "evidence"),
+    ECPA_PROCESS_EPOCH=str(launch["process_epoch"]),
+    ECPA_EMIT_INTERVAL_S="1",
+)
+from dla_plugin.sim.drive import main
+sys.exit(main(["--seconds", "12", "--step-ms", "1"]))
+"""
+
+
+def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path: Path) -> None:
+    """Fact 1 of the third review: ``sh -c 'agent & exec ecpa run -- sleep 15'``. The agent
+    is a child of the supervisor's pid; it read launch.json, set the binding, ran the real
+    plugin driver and enrolled its own key, and status said true for a launch of ``sleep``.
+    Now enrollment refuses it (not a process of the launch), so it has no trusted key."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
+    env["PYTHONPATH"] = str(ROOT)
+    ecpa = Path(sys.executable).parent / "ecpa"
+    runs = tmp_path / "runs"
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    script = (
+        f"{sys.executable} {agent} {runs} 2>{tmp_path / 'agent.err'} & "
+        f"exec {ecpa} run --evidence-dir {runs} -- sleep 15"
+    )
+    shell = subprocess.Popen(
+        ["sh", "-c", script], env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    started = [shell.pid]
+    try:
+        assert shell.stderr is not None
+        line = shell.stderr.readline()
+        directory = Path(line.split(" in ", 1)[1].strip())
+        directory = directory if directory.is_absolute() else Path.cwd() / directory
+        doc = json.loads((directory / "launch.json").read_text())
+        [excluded] = doc["excluded_children"]
+        started.append(excluded["pid"])
+        verdicts = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            out = subprocess.run(
+                [str(ecpa), "status", "--launch", str(directory), "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            verdicts.append(json.loads(out.stdout)["runtime_effective"])
+            time.sleep(0.5)
+        assert verdicts and not any(verdicts)
+        assert list((directory / "evidence").rglob("*.jsonl")) == []  # nothing enrolled
+        err = (tmp_path / "agent.err").read_text()
+        assert "key not enrolled" in err, err
+        assert "not a process of the launch" in err, err
+    finally:
+        alive = shell.poll() is None
+        for pid in [p for p, _ in children_now(shell.pid)] * alive + started[alive ^ 1 :]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shell.wait(timeout=30)
+        for stream in (shell.stderr, shell.stdout):
+            if stream is not None:
+                stream.close()
