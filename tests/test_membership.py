@@ -5,6 +5,7 @@ reap), enrollment and status: :class:`ecpa.runtime.process.Membership`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -91,10 +92,8 @@ def test_the_launch_file_carries_the_excluded_children(tmp_path: Path) -> None:
     finally:
         alive = shell.poll() is None
         for pid in [p for p, _ in children_now(shell.pid)] * alive + started:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         shell.wait(timeout=30)
         if shell.stderr is not None:
             shell.stderr.close()
@@ -168,7 +167,8 @@ def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path:
             )
             verdicts.append(json.loads(out.stdout)["runtime_effective"])
             time.sleep(0.5)
-        assert verdicts and not any(verdicts)
+        assert verdicts
+        assert not any(verdicts)
         assert list((directory / "evidence").rglob("*.jsonl")) == []  # nothing enrolled
         err = (tmp_path / "agent.err").read_text()
         assert "key not enrolled" in err, err
@@ -176,10 +176,8 @@ def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path:
     finally:
         alive = shell.poll() is None
         for pid in [p for p, _ in children_now(shell.pid)] * alive + started[alive ^ 1 :]:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         shell.wait(timeout=30)
         for stream in (shell.stderr, shell.stdout):
             if stream is not None:
