@@ -59,10 +59,11 @@ def launch(
     *drive_args: str,
     until: tuple[str, ...] = ("--seconds", "60"),
     stdout: int = subprocess.DEVNULL,
+    plan_changes: dict[str, Any] | None = None,
 ) -> tuple[subprocess.Popen[str], Path]:
     """``ecpa run`` of the driver; returns the process and its launch directory."""
     plan = tmp / "plan.json"
-    plan.write_text(json.dumps(PLAN))
+    plan.write_text(json.dumps({**PLAN, **(plan_changes or {})}))
     env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
     env["PYTHONPATH"] = str(ROOT)
     command = [sys.executable, "-m", "dla_plugin.drive", *until, "--step-ms", "1"]
@@ -277,3 +278,30 @@ def test_the_legacy_path_under_ecpa_run_signs_what_the_host_counted(
         assert counters[name] == host["metrics"][name], name
     assert counters["failures"] == 0
     assert counters["selections"] > counters["changed"]  # some choices were the builtin's own
+
+
+def test_a_predictor_gone_away_withdraws_the_verdict(
+    tmp_path: Path, launches: list[subprocess.Popen[str]]
+) -> None:
+    """Fact 2 of the third review: the predictor goes away, the plugin keeps being called and
+    only abstains; status stayed true for good (cumulative counters, a last_dispatch_at
+    moved by abstentions). With max_abstain_s 3 it turns false, saying why."""
+    proc, directory = launch(
+        tmp_path,
+        launches,
+        "--predictor-stops-after",
+        "2",
+        plan_changes={"schema": "ecpa-plan/0.2", "max_abstain_s": 3},
+    )
+    wait_status(directory, True, timeout=30)
+    doc = wait_status(directory, False, timeout=60)
+    reasons = doc["slots"][0]["reasons"]
+    assert any(r.startswith("abstaining: called for ") for r in reasons), reasons
+    assert doc["slots"][0]["counters"]["selections"] > 0  # it had selected, and stopped
+    # A longer allowance, given to status, tells the same evidence differently.
+    _, relaxed = status(directory, "--max-abstain", "100000")
+    assert not any(r.startswith("abstaining") for r in relaxed["slots"][0]["reasons"]), relaxed[
+        "reasons"
+    ]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0

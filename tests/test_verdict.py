@@ -92,6 +92,7 @@ class Launch:
         changed: int = 0,
         issued_at: int = NOW - 1,
         last: int | None = NOW - 1,
+        last_selection: int | str | None = "last",
         signer: Signer | None = None,
         named: ProcessIdentity | None = None,
         file: str | None = None,
@@ -109,7 +110,7 @@ class Launch:
             issued_at,
             last,
             changed,
-            last if selections else None,
+            (last if selections else None) if last_selection == "last" else last_selection,  # type: ignore[arg-type]
         )
         evidence = build_evidence(ENV, named or who, signer, window, issued_at=issued_at)
         name = file if file is not None else log_name(kid_for(slot, who))
@@ -331,3 +332,54 @@ def test_one_process_claiming_two_slots_is_a_conflict() -> None:
     assert not status.effective
     for name, other in (("scheduler.0", "scheduler.1"), ("scheduler.1", "scheduler.0")):
         assert f"conflict: process 11 also claims slot(s) ['{other}']" in slot_reasons(status, name)
+
+
+@pytest.mark.parametrize(
+    ("last_call", "last_selection", "covered", "reason"),
+    [
+        # Called for 40 s after its newest selection, abstaining each time: not covered.
+        (
+            NOW - 1,
+            NOW - 41,
+            False,
+            "abstaining: called for 40 s after its newest selection without selecting "
+            "(max_abstain_s 30 s; 10 calls, 5 abstentions, 0 failures in all)",
+        ),
+        # Idle since its newest selection (no calls): covered, however long ago.
+        (
+            NOW - 500,
+            NOW - 500,
+            True,
+            "selecting: newest selection 500 s ago, calls without a selection for 0 s at "
+            "most (max_abstain_s 30 s)",
+        ),
+        # Abstained for 20 s, then idle: covered.
+        (
+            NOW - 100,
+            NOW - 120,
+            True,
+            "selecting: newest selection 120 s ago, calls without a selection for 20 s at "
+            "most (max_abstain_s 30 s)",
+        ),
+    ],
+)
+def test_a_plugin_that_only_abstains_stops_covering_its_slot(
+    last_call: int, last_selection: int, covered: bool, reason: str
+) -> None:
+    """Fact 2 of the third review: a predictor gone away leaves the plugin called and
+    abstaining for good; the cumulative counters and the moving last_dispatch_at kept the
+    status true indefinitely."""
+    launch = Launch()
+    launch.write(S0, proc(11), 1, last=last_call, last_selection=last_selection)
+    status = launch.derive(expected=replace(EXPECTED, slots=(S0,)))
+    (slot,) = status.slots
+    assert slot.covered is covered
+    assert reason in slot.reasons
+
+
+def test_max_abstain_comes_from_the_launch_and_can_be_overridden() -> None:
+    launch = Launch()
+    launch.write(S0, proc(11), 1, last=NOW - 1, last_selection=NOW - 11)
+    expected = replace(EXPECTED, slots=(S0,))
+    assert launch.derive(expected=expected).effective  # 10 s of abstaining, 30 allowed
+    assert not launch.derive(expected=replace(expected, max_abstain_s=5)).effective

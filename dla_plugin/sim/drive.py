@@ -151,6 +151,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--predictions", choices=PREDICTIONS, default="exact")
     parser.add_argument("--bypass", action="store_true", help="set the emergency bypass")
+    parser.add_argument(
+        "--predictor-stops-after",
+        type=float,
+        metavar="S",
+        help="the length predictor goes away after S seconds: requests arriving later carry "
+        "no prediction (the plugin then abstains once the predicted ones are gone)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--blocks", type=int, default=512, help="KV blocks of 16 tokens")
     parser.add_argument(
@@ -218,7 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorkloadError as exc:
         print(f"drive: {exc}", file=sys.stderr)
         return 2
-    deadline = None if args.seconds is None else time.monotonic() + args.seconds
+    started = time.monotonic()
+    deadline = None if args.seconds is None else started + args.seconds
+    stops = None if args.predictor_stops_after is None else started + args.predictor_stops_after
     stopped_by = None
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop)
@@ -227,6 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             deadline is None or time.monotonic() < deadline
         ):
             while arrival <= engine.stats.steps:
+                if stops is not None and time.monotonic() >= stops:
+                    pending.predicted_length = None  # the predictor is gone
                 engine.add(pending)
                 arrival, pending = next(stream)
             engine.step()

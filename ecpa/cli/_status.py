@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -108,6 +109,14 @@ def status_command(
             "(off by default: evidence says the plugin works, not that it is busy now)."
         ),
     ] = None,
+    max_abstain: Annotated[
+        int | None,
+        typer.Option(
+            help="Not covered when a slot's plugin was called without selecting for longer "
+            "than this many seconds (default: the launch's max_abstain_s, 30; idle is not "
+            "abstaining)."
+        ),
+    ] = None,
     replay_db: Annotated[
         str | None,
         typer.Option(
@@ -131,6 +140,8 @@ def status_command(
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
     if max_idle is not None and not 0 <= max_idle <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --max-idle within [0, 2**53-1] seconds, found {max_idle}")
+    if max_abstain is not None and not 1 <= max_abstain <= MAX_SAFE_INTEGER:
+        raise fail_usage(f"expected --max-abstain within [1, 2**53-1] seconds, found {max_abstain}")
     if sum(x is not None for x in (launch, evidence, db)) != 1:
         raise fail_usage("expected exactly one of --launch DIR, --evidence LOG and --db DSN")
     if (db is None) != (launch_id is None):
@@ -148,6 +159,7 @@ def status_command(
             trust=trust,
             replay_db=replay_db,
             max_idle=max_idle,
+            max_abstain=max_abstain,
             save_checkpoints=now is None,  # a time of its own: leave shared checkpoints alone
         )
     elif launch is not None:
@@ -155,12 +167,16 @@ def status_command(
             raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
         if not launch.is_dir():
             raise fail_usage(f"expected a launch directory at {launch}, found none")
-        status = status_from_launch_dir(launch, now=when, replay_db=replay_db, max_idle=max_idle)
+        status = status_from_launch_dir(
+            launch, now=when, replay_db=replay_db, max_idle=max_idle, max_abstain=max_abstain
+        )
     else:
         assert evidence is not None
         if trust is None or binding is None:
             raise fail_usage("expected --trust FILE and --binding FILE with --evidence")
         expected = expected_from_dict(read_json_object(binding, "binding"), f"binding {binding}")
+        if max_abstain is not None:
+            expected = replace(expected, max_abstain_s=max_abstain)
         status = status_from_files(
             evidence, trust, expected, now=when, replay_db=replay_db, max_idle=max_idle
         )

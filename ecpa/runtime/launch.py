@@ -150,6 +150,8 @@ class ExpectedLaunch:
     heartbeat_window_s: int = 3
     slots: tuple[Slot, ...] = DEFAULT_SLOTS
     version: str = "0.1"
+    #: A slot whose plugin was called without selecting for longer than this is not covered.
+    max_abstain_s: int = 30
     supervisor: ProcessIdentity | None = None
     #: The supervisor's children from before the command (pid, start ticks): not members.
     excluded: frozenset[tuple[int, int]] = frozenset()
@@ -171,6 +173,7 @@ class _LaunchDoc(BaseModel):
     process_epoch: SafeInt
     challenge: NonEmptyStr
     heartbeat_window_s: SafeInt = 3
+    max_abstain_s: SafeInt = 30
 
 
 def expected_from_dict(
@@ -188,6 +191,8 @@ def expected_from_dict(
         raise _bad(f"{what}: {describe_validation(exc, what)}") from None
     if launch.heartbeat_window_s == 0:  # SafeInt is already >= 0
         raise _bad(f"{what}: expected heartbeat_window_s >= 1, found 0")
+    if launch.max_abstain_s == 0:
+        raise _bad(f"{what}: expected max_abstain_s >= 1, found 0")
     return ExpectedLaunch(**launch.model_dump())
 
 

@@ -66,6 +66,7 @@ class _PlanDoc(BaseModel):
     emit_interval_s: Annotated[int, Field(strict=True, ge=1, le=MAX_EMIT_INTERVAL_S)] = 1
     heartbeat_window_s: _Seconds | None = None
     max_duration_s: _Seconds = 86400
+    max_abstain_s: _Seconds = 30
     slots: list[Any] | None = None
 
 
@@ -83,6 +84,9 @@ class Plan:
     emit_interval_s: int = 1
     heartbeat_window_s: int = 3
     max_duration_s: int = 86400
+    #: How long a slot's plugin may be called without selecting before the slot stops being
+    #: covered (RUNTIME.md "Round 3": idle is not abstaining).
+    max_abstain_s: int = 30
     slots: tuple[Slot, ...] = DEFAULT_SLOTS
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,7 +103,8 @@ def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Pl
     Defaults: ``issuer`` ``default_issuer``, ``process_epoch`` 1, ``emit_interval_s`` 1
     (whole seconds, 1 to 100: a third of the longest statement lifetime, 300 s),
     ``heartbeat_window_s`` ``3 * emit_interval_s`` (given: at least the interval),
-    ``max_duration_s`` 86400, ``slots`` ``[{"role": "scheduler", "ordinal": 0}]``, and
+    ``max_duration_s`` 86400, ``max_abstain_s`` 30 (0.2 plans), ``slots``
+    ``[{"role": "scheduler", "ordinal": 0}]``, and
     ``plan_id`` ``plan:sha256:`` + the SHA-256 of the RFC 8785 bytes of the document with
     every default filled in and without ``plan_id`` (for a 0.1 plan: its 0.1 form).
 
@@ -115,6 +120,7 @@ def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Pl
     allowed = {"schema", *_PlanDoc.model_fields}
     if schema == PLAN_SCHEMA_01:
         allowed.discard("slots")
+        allowed.discard("max_abstain_s")
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise _bad(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
@@ -141,13 +147,14 @@ def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Pl
         emit_interval_s=interval,
         heartbeat_window_s=window,
         max_duration_s=parsed.max_duration_s,
+        max_abstain_s=parsed.max_abstain_s,
         slots=slots,
     )
     if parsed.plan_id is not None:
         return replace(resolved, plan_id=parsed.plan_id)
     content = {k: v for k, v in resolved.to_dict().items() if k != "plan_id"}
     if schema == PLAN_SCHEMA_01:  # the same plan_id a 0.1 plan always had
-        content = {k: v for k, v in content.items() if k != "slots"}
+        content = {k: v for k, v in content.items() if k not in ("slots", "max_abstain_s")}
         content["schema"] = PLAN_SCHEMA_01
     digest = hashlib.sha256(canonicalize(content)).hexdigest()
     return replace(resolved, plan_id=f"plan:sha256:{digest}")
@@ -195,6 +202,7 @@ def launch_document(
         "emit_interval_s": plan.emit_interval_s,
         "heartbeat_window_s": plan.heartbeat_window_s,
         "max_duration_s": plan.max_duration_s,
+        "max_abstain_s": plan.max_abstain_s,
         "slots": [s.to_dict() for s in plan.slots],
         "supervisor": {
             "host": supervisor.host,

@@ -200,6 +200,7 @@ def status_from_store(
     max_idle: int | None = None,
     history_budget_s: float | None = HISTORY_BUDGET_S,
     save_checkpoints: bool = True,
+    max_abstain: int | None = None,
 ) -> RuntimeStatus:
     """The status of launch ``launch_id`` from the evidence store at ``dsn`` (see the module's
     text). ``trust`` replaces the trust store shipped with the launch; then, or with
@@ -224,6 +225,8 @@ def status_from_store(
             )
         where = f"launch {launch_id} in {store.where}"
         expected = launch_from_bytes(row.launch_doc, where)
+        if max_abstain is not None:  # replaces the launch's max_abstain_s
+            expected = replace(expected, max_abstain_s=max_abstain)
         boss = expected.supervisor
         if expected.version != "0.2" or boss is None:
             raise EcpaError(

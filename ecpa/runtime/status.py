@@ -102,8 +102,10 @@ def status_from_launch_dir(
     replay_db: ReplayDb = None,
     max_idle: int | None = None,
     history_budget_s: float | None = HISTORY_BUDGET_S,
+    max_abstain: int | None = None,
 ) -> RuntimeStatus:
-    """The status of a launch directory written by ``ecpa run``.
+    """The status of a launch directory written by ``ecpa run``; ``max_abstain`` (seconds)
+    replaces the launch's ``max_abstain_s``.
 
     0.2 (``launch.json`` with slots and the supervisor): ``trust.json`` and one log per
     process in ``evidence/<launch_id>/``, each slot decided by :func:`derive_launch`, with
@@ -119,6 +121,8 @@ def status_from_launch_dir(
     """
     check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
     expected = launch_from_file(directory / "launch.json")
+    if max_abstain is not None:
+        expected = replace(expected, max_abstain_s=max_abstain)
     ended = launch_ended(directory / "exit.json")
     evidence = directory / "evidence"
     if os.path.lexists(evidence):

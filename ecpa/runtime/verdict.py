@@ -121,6 +121,7 @@ class Judge:
         passed = [f"{count} record(s) accepted, newest seq {rec.seq}"]
         counters, st = rec.counters, rec.statement
         if counters["selections"] > 0:  # condition 2
+            self._abstaining(counters, failed, passed)
             changed = counters.get("changed")
             shown = "" if changed is None else f"changed {changed}, "
             passed.append(
@@ -150,6 +151,36 @@ class Judge:
         if counters["dropped"]:
             passed.append(f"note: the observer dropped {counters['dropped']} record(s)")
         return failed, passed
+
+    def _abstaining(self, counters: dict[str, Any], failed: list[str], passed: list[str]) -> None:
+        """RUNTIME.md "Round 3": a plugin called without selecting for longer than
+        ``max_abstain_s`` does not cover its slot (a predictor gone away: every call
+        abstains, the counters stay cumulative). Idle (no calls since the newest selection)
+        is not abstaining. A record without ``last_selection_at`` (0.1, 0.2) cannot say."""
+        last_call = counters.get("last_dispatch_at")
+        last_selection = counters.get("last_selection_at")
+        limit = self.expected.max_abstain_s
+        if counters.get("schema") == "ecpa-dispatch-counters/0.1":
+            return  # a 0.1 launch: nothing to say
+        if type(last_call) is not int or type(last_selection) is not int:
+            passed.append(
+                f"note: abstention not judged, no last_selection_at in a "
+                f"{counters.get('schema')} record (max_abstain_s {limit} s)"
+            )
+            return
+        span = last_call - last_selection
+        if span > limit:
+            failed.append(
+                f"abstaining: called for {span} s after its newest selection without selecting "
+                f"(max_abstain_s {limit} s; {counters['calls']:,} calls, "
+                f"{counters['abstentions']:,} abstentions, {counters['failures']:,} failures "
+                "in all)"
+            )
+        else:
+            passed.append(
+                f"selecting: newest selection {self.now - last_selection} s ago, calls without "
+                f"a selection for {max(span, 0)} s at most (max_abstain_s {limit} s)"
+            )
 
     def _idle(self, last: object, failed: list[str], passed: list[str]) -> None:
         assert self.max_idle is not None
