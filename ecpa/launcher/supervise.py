@@ -18,8 +18,6 @@ kernel will not let go of, after a bounded wait).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import select
 import shutil
@@ -35,7 +33,7 @@ from pathlib import Path
 from types import FrameType
 
 from ecpa.launcher.enroll import EnrollServer
-from ecpa.runtime.process import Membership, children_now
+from ecpa.runtime.process import PR_SET_CHILD_SUBREAPER, Membership, children_now, prctl
 
 __all__ = ["FORWARDED", "LaunchExit", "Supervisor"]
 
@@ -45,7 +43,6 @@ _POLL_S = 0.05
 _IDLE_POLL_S = 0.2
 #: After SIGKILL, how long to wait for the kernel to let processes go (uninterruptible sleep).
 _KILL_WAIT_S = 5.0
-_PR_SET_CHILD_SUBREAPER = 36
 _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
@@ -74,21 +71,8 @@ class LaunchExit:
         return cls(os.waitstatus_to_exitcode(status))
 
 
-def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name, use_errno=True) if name else None
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
-
-
 def _prctl(option: int, value: int) -> bool:
-    if _LIBC is None:
-        return False
-    return bool(_LIBC.prctl(option, value, 0, 0, 0) == 0)
+    return prctl(option, value) == 0
 
 
 #: Run first in the child, by this interpreter (``-I -S``: nothing of the command's
@@ -213,7 +197,7 @@ class Supervisor:
         me = os.getpid()
         if self.membership is None or self.membership.supervisor != me:
             self.membership = Membership(me, children_now(me))
-        self.subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        self.subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
         if not self.subreaper:
             self.say("cannot become a child subreaper: orphans of the command leave the tree")
         refused = _resolve(command[0], env)

@@ -30,7 +30,12 @@ from ecpa.observer._sink import Sink, Waiter
 from ecpa.profile.keys import SigningKey
 from ecpa.runtime.enroll import Request, enroll, kid_for, log_name
 from ecpa.runtime.launch import Slot, check_launch_id
-from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity, read_identity
+from ecpa.runtime.process import (
+    LaunchEnvironment,
+    ProcessIdentity,
+    make_undumpable,
+    read_identity,
+)
 
 __all__ = [
     "ABSTENTION",
@@ -130,7 +135,11 @@ class Observer:
             ordinal if ordinal is not None else (launch.ordinal or 0),
         )
         self.process_keys = launch.version == "0.2"
+        #: Whether this process was made non-dumpable to keep its key's memory from other
+        #: processes of the same user (RUNTIME.md "Keys in memory"; 0.2 only).
+        self.undumpable = False
         if self.process_keys:
+            self.undumpable = make_undumpable()  # before the key exists in this process
             signer = Signer(
                 key if key is not None else SigningKey.generate(),
                 kid_for(self.slot, self.identity),
@@ -378,6 +387,7 @@ class Observer:
             self._closed = self._stop = True
             return
         self.identity = identity
+        self.undumpable = make_undumpable()  # inherited across fork; set again all the same
         key = SigningKey.generate()
         self.signer = Signer(key, kid_for(self.slot, identity), self.slot, process_keys=True)
         self.kid = self.signer.kid

@@ -9,6 +9,7 @@ and the boot id differs after a reboot. ``proc_root`` is a parameter so tests ca
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import socket
@@ -31,6 +32,7 @@ __all__ = [
     "children_now",
     "descends_from",
     "launch_from_env",
+    "make_undumpable",
     "parent_pid",
     "read_boot_id",
     "read_identity",
@@ -44,6 +46,38 @@ _START_IDENTITY = re.compile(r"pid:([0-9]{1,20}):start_ticks:([0-9]{1,20}):boot:
 
 def _bad(detail: str) -> EcpaError:
     return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+PR_GET_DUMPABLE = 3
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+_LIBC: ctypes.CDLL | bool | None = False  # False: not looked up yet
+
+
+def prctl(option: int, value: int = 0) -> int | None:
+    """``prctl(option, value, 0, 0, 0)`` (Linux): its result (-1 on an error), or None where
+    there is no C library to call (the one home of this call: supervision and the observer
+    use it). Never raises."""
+    global _LIBC  # looked up once, on first use
+    if _LIBC is False:
+        try:  # the interpreter's own symbols, libc's among them (no ldconfig run)
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+            _LIBC.prctl  # noqa: B018 - resolves the symbol now, or raises
+        except (OSError, AttributeError):
+            _LIBC = None
+    if not isinstance(_LIBC, ctypes.CDLL):
+        return None
+    result: int = _LIBC.prctl(option, value, 0, 0, 0)
+    return result
+
+
+def make_undumpable() -> bool:
+    """Make this process non-dumpable (``PR_SET_DUMPABLE`` 0): no core dump, and another
+    process of the same user can no longer read its memory (``/proc/<pid>/mem``) or ptrace
+    it; only a process with ``CAP_SYS_PTRACE`` (root) can (RUNTIME.md "Keys in memory").
+    True when the flag is 0 afterwards. Never raises."""
+    prctl(PR_SET_DUMPABLE, 0)
+    return prctl(PR_GET_DUMPABLE) == 0
 
 
 @dataclass(frozen=True)
