@@ -669,3 +669,33 @@ def test_following_waits_for_a_store_that_went_away(
     assert restarted
     assert any("store unavailable, retrying" in n for n in report.notes)
     assert set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written)
+
+
+def test_a_supervisor_check_from_the_future_is_no_evidence_of_life(
+    pg_dsn: str, written: Written
+) -> None:
+    """Fact 3 of the third review: a check dated after the reader's now (the serving host's
+    clock 20 s ahead) counted as "seen alive" with a negative age."""
+    ship(pg_dsn, written, at=NOW + 20)
+    status = remote(pg_dsn, written)
+    assert not status.effective
+    assert any(
+        "supervisor not alive: supervisor check dated 20 s after now" in r for r in status.reasons
+    ), status.reasons
+    ship(pg_dsn, written, at=NOW + 2)  # the same second's race is not a clock ahead
+    assert remote(pg_dsn, written).effective
+
+
+def test_status_from_the_store_judges_by_the_servers_clock(pg_dsn: str, tmp_path: Path) -> None:
+    """Without --now, status --db takes the database server's now(), the clock that timed
+    the supervisor checks (ship writes them with now() too): this host's clock is not read."""
+    w = live_launch(tmp_path, slots=1, records=5)
+    with EvidenceStore(pg_dsn) as store:
+        ship_launch(w.directory, store, once=True)  # the check timed by the server
+        server = store.server_now()
+    assert abs(server - time.time()) < 5  # the same machine here
+    status = status_from_store(pg_dsn, w.directory.name)
+    assert status.now is not None
+    assert abs(status.now - server) <= 2
+    assert any(r.endswith("the database server's clock") for r in status.reasons)
+    assert any("supervisor:" in r and "s ago" in r for r in status.reasons), status.reasons

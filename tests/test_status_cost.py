@@ -242,3 +242,23 @@ def test_a_checkpoint_judged_later_is_not_used_for_an_earlier_now(written: Writt
     assert again.accepted + again.refused.get("ATTESTATION_EXPIRED", 0) == (
         reference.accepted + reference.refused.get("ATTESTATION_EXPIRED", 0)
     )
+
+
+@pytest.mark.parametrize(("ahead", "covered"), [(20, False), (2, True)])
+def test_a_record_from_the_future_is_no_evidence_of_life(
+    written: Written, ahead: int, covered: bool
+) -> None:
+    """Fact 3 of the third review: records dated in the future were passed over and an older
+    record decided, so a host whose clock ran 20 s ahead stayed "alive" for 20 s after it
+    died, its future records becoming acceptable one by one. Now a log whose newest records
+    are dated after now (beyond a 2 s race of the same second) decides nothing."""
+    more = write_launch(written.directory.parent / "more", slots=4, records=121, now=NOW + ahead)
+    append(written, 0, line_of(more, 0, 120))  # seq 121, signed by slot 0's own key
+    got = status(written)
+    slot = next(s for s in got.slots if s.slot == "scheduler.0")
+    assert slot.covered is covered
+    if not covered:
+        assert any(f"dated up to {ahead} s after now" in r for r in slot.reasons), slot.reasons
+        assert not got.effective
+    else:
+        assert slot.newest_seq == 120  # the race: the record of the next second waits

@@ -155,7 +155,7 @@ def status_command(
         status = status_from_store(
             db,
             launch_id,
-            now=when,
+            now=now,  # None: the database server's clock
             trust=trust,
             replay_db=replay_db,
             max_idle=max_idle,

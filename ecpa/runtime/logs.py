@@ -6,6 +6,7 @@ the budget, whatever the launch's age."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -244,6 +245,28 @@ def _fall_back(
     )
 
 
+#: A record dated at most this many seconds after ``now`` is a race (written while the
+#: status ran, in the next second), not a clock ahead.
+FUTURE_GRACE_S = 2
+
+
+def _ahead(candidates: list[tuple[int, bytes]], decision: tail.TailDecision, now: int) -> int:
+    """How far after ``now`` the newer lines refused as not yet valid are dated, beyond
+    :data:`FUTURE_GRACE_S` (0: none). Never raises."""
+    lines = dict(candidates)
+    worst = 0
+    for offset, exc in decision.refused:
+        if exc.code is not ErrorCode.NOT_YET_VALID or offset not in lines:
+            continue
+        try:
+            issued = json.loads(parse_record(lines[offset]).payload).get("issued_at")
+        except (EcpaError, ValueError, AttributeError):
+            continue
+        if type(issued) is int and issued - now > FUTURE_GRACE_S:
+            worst = max(worst, issued - now)
+    return worst
+
+
 def judge_logs(
     logs: ProcessLogs,
     store: TrustStore,
@@ -335,6 +358,12 @@ def judge_sources(
             merged.torn += 1  # a last line cut short by a crash (or being written now)
         if decision.newest is None and ck.stream.last_seq is not None:
             _fall_back(source, ck, complete, check, merged)
+        ahead = _ahead(candidates, decision, now)
+        if ahead:  # RUNTIME.md "Clocks": records from the future are no evidence of life
+            merged.undecided = (
+                f"its newest record(s) are dated up to {ahead} s after now: a writer clock "
+                "ahead of this reader's; an older record does not decide"
+            )
         streams[name] = merged
         if not complete:
             notes.append(

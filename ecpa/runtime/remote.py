@@ -32,7 +32,7 @@ from ecpa.runtime import history
 from ecpa.runtime.derive import verdict_launch
 from ecpa.runtime.evidence import LogLine, parse_record
 from ecpa.runtime.launch import ended_from_bytes, launch_from_bytes
-from ecpa.runtime.logs import LOG_NAME, judge_sources
+from ecpa.runtime.logs import FUTURE_GRACE_S, LOG_NAME, judge_sources
 from ecpa.runtime.process import Liveness, ProcessIdentity
 from ecpa.runtime.status import HISTORY_BUDGET_S, ReplayDb, open_fence
 from ecpa.runtime.store import EvidenceStore, LaunchRow
@@ -194,7 +194,7 @@ def status_from_store(
     dsn: str,
     launch_id: str,
     *,
-    now: int,
+    now: int | None = None,
     trust: Path | None = None,
     replay_db: ReplayDb = None,
     max_idle: int | None = None,
@@ -203,9 +203,11 @@ def status_from_store(
     max_abstain: int | None = None,
 ) -> RuntimeStatus:
     """The status of launch ``launch_id`` from the evidence store at ``dsn`` (see the module's
-    text). ``trust`` replaces the trust store shipped with the launch; then, or with
-    ``save_checkpoints`` False (a ``now`` that is not the clock), the history checkpoints
-    in the store are read but not replaced. A reader needs only to read the store (and to
+    text), at ``now``: by default the database server's clock, the one that timed the
+    supervisor checks ``ecpa ship`` stored, whatever this host's clock says. ``trust``
+    replaces the trust store shipped with the launch; then, or with ``save_checkpoints``
+    False (a ``now`` that is not the clock), the history checkpoints in the store are read
+    but not replaced. A reader needs only to read the store (and to
     write ``ecpa_status_checkpoint``, or its statuses walk history afresh each time).
 
     Raises:
@@ -224,6 +226,10 @@ def status_from_store(
                 "(`ecpa ship --launch DIR --db ...` stores it)",
             )
         where = f"launch {launch_id} in {store.where}"
+        clock_note = f"now: {now}, as given"
+        if now is None:
+            now = store.server_now()
+            clock_note = f"now: {now}, the database server's clock"
         expected = launch_from_bytes(row.launch_doc, where)
         if max_abstain is not None:  # replaces the launch's max_abstain_s
             expected = replace(expected, max_abstain_s=max_abstain)
@@ -275,6 +281,12 @@ def status_from_store(
         at = heard.get(identity)
         if at is None:
             return Liveness(False, f"process {identity.pid}: no signed heartbeat in the store")
+        if at > now + FUTURE_GRACE_S:  # never evidence of life
+            return Liveness(
+                False,
+                f"process {identity.pid} on {identity.host}: newest signed heartbeat dated "
+                f"{at - now} s after now (a writer clock ahead is no evidence of life)",
+            )
         text = (
             f"process {identity.pid} on {identity.host}: /proc not read (status from the "
             f"store); newest signed heartbeat {now - at} s old, window {window} s"
@@ -290,7 +302,7 @@ def status_from_store(
         descends=None,
         supervisor=supervisor,
         max_idle=max_idle,
-        skipped=[*skipped, *notes, REMOTE_NOTE],
+        skipped=[*skipped, *notes, REMOTE_NOTE, clock_note],
     )
     if row.exit_doc is None:
         return status
@@ -308,6 +320,12 @@ def _supervisor(row: LaunchRow, now: int, window: int) -> Liveness:
     if checked is None or alive is None:
         return Liveness(False, "never seen by ecpa ship")
     age = now - checked
+    if age < -FUTURE_GRACE_S:  # RUNTIME.md "Clocks": a check from the future is no evidence
+        return Liveness(
+            False,
+            f"supervisor check dated {-age} s after now (the clocks disagree: never evidence "
+            "of life)",
+        )
     seen = f"as ecpa ship saw it on {row.host} {age} s ago (window {window} s)"
     if not alive:
         return Liveness(False, f"{row.supervisor_reason}, {seen}")

@@ -104,11 +104,12 @@ def ship_launch(
     stop: Callable[[], bool] = lambda: False,
     report: ShipReport | None = None,
     liveness: Callable[[ProcessIdentity], Liveness] = check_alive,
-    clock: Callable[[], int] = lambda: int(time.time()),
+    clock: Callable[[], int] | None = None,
 ) -> ShipReport:
     """Copy the launch in ``directory`` into ``store`` (see the module's text).
-    ``liveness`` and ``clock`` say whether the supervisor is alive and when that was seen
-    (this host's ``/proc`` and clock; tests give their own).
+    ``liveness`` says whether the supervisor is alive (this host's ``/proc``), ``clock``
+    when that was seen: by default the database server's clock, which every reader of the
+    store judges by, whatever this host's clock says (tests give their own).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for a launch directory that cannot be read as one
@@ -145,7 +146,7 @@ def _pass(
     stop: Callable[[], bool],
     sent: tuple[bytes | None, bytes | None] | None,
     liveness: Callable[[ProcessIdentity], Liveness],
-    clock: Callable[[], int],
+    clock: Callable[[], int] | None,
 ) -> tuple[tuple[bytes | None, bytes | None], bool]:
     """One pass; what was stored of the launch's files, and whether following is over."""
     check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
@@ -177,7 +178,8 @@ def _pass(
     _ship_logs(evidence / expected.launch_id, expected.launch_id, store, report, stop)
     # What a status from the store relies on: as fresh as the lines just shipped.
     now_seen = liveness(boss) if seen.alive else seen
-    store.note_supervisor(expected.launch_id, now_seen.alive, now_seen.reason, clock())
+    checked = None if clock is None else clock()
+    store.note_supervisor(expected.launch_id, now_seen.alive, now_seen.reason, checked)
     report.passes += 1
     if exit_doc is not None:  # ended, and everything written before the end is stored
         report.ended = True

@@ -226,13 +226,35 @@ class EvidenceStore:
                 "launch.json, the same host), found another stored under that id",
             )
 
-    def note_supervisor(self, launch_id: str, alive: bool, reason: str, checked_at: int) -> None:
-        """Record the supervisor's liveness as seen (by ``ecpa ship``) on the launch's host."""
+    def note_supervisor(
+        self, launch_id: str, alive: bool, reason: str, checked_at: int | None = None
+    ) -> None:
+        """Record the supervisor's liveness as seen (by ``ecpa ship``) on the launch's host,
+        timed by the database server's clock (``now()``) unless ``checked_at`` is given (a
+        test's clock): the one clock every reader of the store judges by (RUNTIME.md
+        "Round 3", "Clocks"), whatever the writer host's says."""
+        if checked_at is None:
+            self.query(
+                "UPDATE ecpa_launch SET supervisor_alive = %s, supervisor_reason = %s,"
+                " supervisor_checked_at = floor(extract(epoch from now()))::bigint"
+                " WHERE launch_id = %s",
+                (alive, reason, launch_id),
+            )
+            return
         self.query(
             "UPDATE ecpa_launch SET supervisor_alive = %s, supervisor_reason = %s,"
             " supervisor_checked_at = %s WHERE launch_id = %s",
             (alive, reason, checked_at, launch_id),
         )
+
+    def server_now(self) -> int:
+        """The database server's clock, whole Unix seconds (what ``status --db`` judges by).
+
+        Raises:
+            EcpaError: ``ECPA_EVIDENCE_STORE`` when the store cannot be asked.
+        """
+        rows = self.query("SELECT floor(extract(epoch from now()))::bigint")
+        return int(rows[0][0])
 
     def launch(self, launch_id: str) -> LaunchRow | None:
         """The stored launch, or None."""
