@@ -20,6 +20,7 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.postgres import nonce_key
 from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, read_identity
 from ecpa.runtime.remote import REMOTE_NOTE, status_from_store
+from ecpa.runtime import ship as ship_module
 from ecpa.runtime.ship import BATCH_LINES, ShipReport, ship_launch
 from ecpa.runtime.status import status_from_launch_dir
 from ecpa.runtime.store import EvidenceStore, line_nonce
@@ -699,3 +700,38 @@ def test_status_from_the_store_judges_by_the_servers_clock(pg_dsn: str, tmp_path
     assert abs(status.now - server) <= 2
     assert any(r.endswith("the database server's clock") for r in status.reasons)
     assert any("supervisor:" in r and "s ago" in r for r in status.reasons), status.reasons
+
+
+@pytest.mark.parametrize("budget", [0.0, None])
+def test_a_following_pass_records_the_supervisor_on_time_whatever_the_logs_hold(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float | None
+) -> None:
+    """Fact 5 of the third review: ship spent 10 s on 16 MiB of newlines without writing a
+    supervisor check, so status --db turned false. A following pass ships for at most
+    PASS_BUDGET_S, then records the supervisor all the same."""
+    if budget is not None:  # a pass out of time at once: one batch, then the check
+        monkeypatch.setattr(ship_module, "PASS_BUDGET_S", budget)
+    w = live_launch(tmp_path, slots=1, records=3)
+    [log] = logs_of(w)
+    with log.open("ab") as out:
+        out.write(b"\n" * (64 << 20))
+    report = ShipReport()
+    with EvidenceStore(pg_dsn) as store:
+        give_up = time.monotonic() + 60
+        ship_launch(
+            w.directory,
+            store,
+            report=report,
+            stop=lambda: report.passes >= 1 or time.monotonic() > give_up,
+        )
+        row = store.launch(w.directory.name)
+        position = store.position(w.directory.name, log.name)
+    assert report.passes == 1, report.notes
+    assert row is not None
+    assert row.supervisor_checked_at is not None
+    assert row.supervisor_alive is True
+    assert position is not None
+    if budget is not None:
+        assert position.end < log.stat().st_size  # the rest waits for the next pass
+    else:  # blank lines are passed at C speed: 64 MiB within the default budget here
+        assert position.end == log.stat().st_size

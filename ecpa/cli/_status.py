@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -83,6 +84,11 @@ def _to_json(status: RuntimeStatus) -> dict[str, Any]:
     }
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    del frame
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def status_command(
     launch: Annotated[
         Path | None, typer.Option(help="Launch directory written by `ecpa run`.")
@@ -135,6 +141,9 @@ def status_command(
 
     Prints `runtime_effective: true|false`, then one `reason:` line per reason.
     """
+    # A monitor's timeout sends SIGTERM: end like Ctrl-C, so that the history walked so far
+    # is saved (RUNTIME.md "Bounded work") rather than lost with the process.
+    signal.signal(signal.SIGTERM, _interrupted)
     when = int(time.time()) if now is None else now
     if not 0 <= when <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")

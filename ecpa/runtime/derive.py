@@ -66,6 +66,8 @@ def walk(
         if line.torn:
             stream.torn += 1
             continue
+        if line.evidence is None and line.error is None:
+            continue  # a mark in a run of blank lines (read_log's ``marks``)
         try:
             if line.evidence is None:
                 assert line.error is not None

@@ -143,15 +143,19 @@ def _too_long(stream: BinaryIO) -> EcpaError:
     )
 
 
-def read_log(stream: BinaryIO, *, first: int = 1) -> Iterator[LogLine]:
+def read_log(stream: BinaryIO, *, first: int = 1, marks: int = 0) -> Iterator[LogLine]:
     """Yield each line of a JSONL evidence log, streaming: memory stays bounded by the
     longest allowed record whatever the log's size or its longest line. Lines are numbered
     from ``first`` (a reader resuming in the middle of a log says where it is).
 
-    Blank lines are skipped. A final line without ``\\n`` that is not even JSON is yielded
-    with ``torn=True``: a crash cut it short; it is reported, not verified.
+    Blank lines are skipped; with ``marks``, every ``marks`` consecutive blank lines yield a
+    mark, ``LogLine(number, None, None)``, so that a reader with a deadline can look at the
+    clock inside a run of blank lines too (RUNTIME.md "Bounded work"). A final line without
+    ``\\n`` that is not even JSON is yielded with ``torn=True``: a crash cut it short; it is
+    reported, not verified.
     """
     number = first - 1
+    blank = 0
     while True:
         raw = stream.readline(MAX_RECORD_LENGTH + 2)  # the record, and room for "\r\n"
         if not raw:
@@ -164,7 +168,12 @@ def read_log(stream: BinaryIO, *, first: int = 1) -> Iterator[LogLine]:
         if line.endswith(b"\r"):
             line = line[:-1]
         if not line.strip():
+            blank += 1
+            if marks and blank >= marks:
+                blank = 0
+                yield LogLine(number, None, None)
             continue
+        blank = 0
         try:
             evidence = parse_record(line)
         except EcpaError as exc:

@@ -258,7 +258,8 @@ def advance(
         return True
     reader = _Upto(fd, ck.offset, end)
     try:
-        lines = read_log(reader, first=ck.number + 1)  # type: ignore[arg-type]
+        # Marks every 1024 blank lines: the deadline is looked at inside a run of them too.
+        lines = read_log(reader, first=ck.number + 1, marks=1024)  # type: ignore[arg-type]
         stopped = False
 
         def bounded() -> Iterator[LogLine]:

@@ -338,7 +338,13 @@ def judge_sources(
         ck = source.load(expected.launch_id, now)
         before = ck.offset
         end, fragment = source.end()
-        complete = source.advance(ck, walk_into, end=end, deadline=deadline)
+        try:
+            complete = source.advance(ck, walk_into, end=end, deadline=deadline)
+        except BaseException:  # a signal (a monitor's timeout): keep what was learned
+            if save and ck.offset != before:
+                ck.judged_at = max(ck.judged_at, now)
+                source.save(ck)
+            raise
         if ck.offset != before:
             ck.judged_at = max(ck.judged_at, now)
         candidates = source.newest_lines(end)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,11 @@ __all__ = ["BATCH_BYTES", "BATCH_LINES", "ShipReport", "ship_launch"]
 #: work, never a line (the batch is stored whole or not at all).
 BATCH_LINES = 1000
 BATCH_BYTES = 4 << 20
+_NEWLINES = re.compile(rb"\n+")
+#: A following pass ships logs for at most this long before it records the supervisor's
+#: liveness (which a status from the store needs within the heartbeat window), whatever
+#: the logs hold; the rest waits for the next pass.
+PASS_BUDGET_S = 0.5
 _CHUNK = 1 << 20
 
 
@@ -79,6 +85,13 @@ def _complete_lines(fd: int, start: int, size: int) -> tuple[list[tuple[int, byt
             break
         i = 0
         while len(lines) < BATCH_LINES and taken < BATCH_BYTES:
+            if not head:  # a run of empty lines, passed at C speed (each byte counted)
+                run = _NEWLINES.match(chunk, i)
+                if run is not None:
+                    taken += run.end() - i
+                    i = run.end()
+                    pos = line_at = off + i
+                    continue
             nl = chunk.find(b"\n", i)
             room = MAX_STORED_LINE - len(head)
             if room > 0:
@@ -87,7 +100,7 @@ def _complete_lines(fd: int, start: int, size: int) -> tuple[list[tuple[int, byt
                 break
             if head.strip():
                 lines.append((line_at, bytes(head)))
-                taken += len(head)
+            taken += len(head) + 1  # blank lines count toward the batch's bytes too
             pos = line_at = off + nl + 1
             head = bytearray()
             i = nl + 1
@@ -121,7 +134,8 @@ def ship_launch(
     sent: tuple[bytes | None, bytes | None] | None = None
     while True:
         try:
-            sent, done = _pass(directory, store, report, stop, sent, liveness, clock)
+            budget = None if once else PASS_BUDGET_S
+            sent, done = _pass(directory, store, report, stop, sent, liveness, clock, budget)
         except EcpaError as exc:
             # Following, a store that went away (a restart, a network cut) is waited for;
             # anything else, or --once, ends the run.
@@ -147,8 +161,12 @@ def _pass(
     sent: tuple[bytes | None, bytes | None] | None,
     liveness: Callable[[ProcessIdentity], Liveness],
     clock: Callable[[], int] | None,
+    budget: float | None = None,
 ) -> tuple[tuple[bytes | None, bytes | None], bool]:
-    """One pass; what was stored of the launch's files, and whether following is over."""
+    """One pass; what was stored of the launch's files, and whether following is over.
+    With ``budget`` (seconds), the logs are shipped for at most that long, then the
+    supervisor check is stored all the same (the rest of the logs at the next pass)."""
+    deadline = None if budget is None else time.monotonic() + budget
     check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
     launch_doc = read_bounded(
         directory / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
@@ -175,12 +193,16 @@ def _pass(
     evidence = directory / "evidence"
     if os.path.lexists(evidence):
         check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
-    _ship_logs(evidence / expected.launch_id, expected.launch_id, store, report, stop)
+    complete = _ship_logs(
+        evidence / expected.launch_id, expected.launch_id, store, report, stop, deadline
+    )
     # What a status from the store relies on: as fresh as the lines just shipped.
     now_seen = liveness(boss) if seen.alive else seen
     checked = None if clock is None else clock()
     store.note_supervisor(expected.launch_id, now_seen.alive, now_seen.reason, checked)
     report.passes += 1
+    if not complete:  # out of time: the logs go on at the next pass, whatever else holds
+        return (trust_doc, exit_doc), False
     if exit_doc is not None:  # ended, and everything written before the end is stored
         report.ended = True
         return (trust_doc, exit_doc), True
@@ -197,15 +219,19 @@ def _ship_logs(
     store: EvidenceStore,
     report: ShipReport,
     stop: Callable[[], bool],
-) -> None:
+    deadline: float | None,
+) -> bool:
+    """Ship every log of the launch; False when ``deadline`` came first."""
     logs = open_process_logs(directory)
     try:
         for skipped in logs.skipped:
             if not skipped.startswith("no evidence directory"):
                 report.note(skipped)
         report.logs = max(report.logs, len(logs.fds))
+        complete = True
         for name, fd in logs.fds.items():
-            _ship_log(fd, name, launch_id, store, report, stop)
+            complete &= _ship_log(fd, name, launch_id, store, report, stop, deadline)
+        return complete
     finally:
         logs.close()
 
@@ -217,7 +243,9 @@ def _ship_log(
     store: EvidenceStore,
     report: ShipReport,
     stop: Callable[[], bool],
-) -> None:
+    deadline: float | None,
+) -> bool:
+    """Ship one log from its stored position; False when ``deadline`` came first."""
     st = os.fstat(fd)
     while not stop():
         at = store.position(launch_id, name) or Position(st.st_dev, st.st_ino, 0)
@@ -226,26 +254,29 @@ def _ship_log(
                 f"{name}: expected the file shipped before (device {at.dev}, inode {at.ino}), "
                 f"found another (device {st.st_dev}, inode {st.st_ino}): not shipped"
             )
-            return
+            return True
         size = os.fstat(fd).st_size
         if size < at.end:
             report.note(
                 f"{name}: expected at least the {at.end} bytes shipped, found {size}: not shipped"
             )
-            return
+            return True
         if _anchor(fd, at.end) != at.anchor:
             report.note(
                 f"{name}: expected the bytes shipped before offset {at.end} unchanged, "
                 "found them rewritten in place: not shipped"
             )
-            return
+            return True
         lines, end = _complete_lines(fd, at.end, size)
         if end == at.end:
-            return
+            return True
         to = Position(st.st_dev, st.st_ino, end, _anchor(fd, end))
         stored = store.ship(launch_id, name, at, lines, to)
         if stored is not None:
             report.stored += stored
+        if deadline is not None and time.monotonic() >= deadline:
+            return False  # at least one batch a pass: always some progress
+    return True
 
 
 def _anchor(fd: int, end: int) -> bytes:

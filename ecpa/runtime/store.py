@@ -342,6 +342,13 @@ class EvidenceStore:
                     taken.add(unique)
                 params.append((launch_id, source, offset, line, unique, key))
             stored = 0
+            if not params:  # only blank lines: the position moves, nothing is stored
+                conn.execute(
+                    "UPDATE ecpa_ship_position SET dev = %s, ino = %s, end_offset = %s,"
+                    " anchor = %s WHERE launch_id = %s AND source = %s",
+                    (to.dev, to.ino, to.end, to.anchor, launch_id, source),
+                )
+                return 0
             with conn.cursor() as cur:  # pipelined: one round trip for the batch, not a line
                 cur.executemany(
                     "INSERT INTO ecpa_evidence"

@@ -6,10 +6,10 @@ reads each log backwards from its end and checks the newest complete lines, newe
 until one is accepted: that record decides. A newer line that is refused (a forgery, a
 foreign or replayed record) is reported and passed over; a run of :data:`MAX_EXPIRED_RUN`
 expired ones ends the search, since everything before them is older still. At most
-:data:`MAX_LINES` lines or :data:`MAX_BYTES` bytes are read: a log whose end holds nothing
-acceptable within that is decided as having no valid evidence. A record the history walk
-has already passed (see :mod:`ecpa.runtime.history`) decides only if it is the newest that
-walk accepted; a record after it must have a higher seq.
+:data:`MAX_LINES` lines (blank ones included) or :data:`MAX_BYTES` bytes are read: a log
+whose end holds nothing acceptable within that is decided as having no valid evidence. A
+record the history walk has already passed (see :mod:`ecpa.runtime.history`) decides only
+if it is the newest that walk accepted; a record after it must have a higher seq.
 """
 
 from __future__ import annotations
@@ -35,25 +35,31 @@ _CHUNK = 65536
 def newest_lines(
     fd: int, end: int, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
 ) -> list[tuple[int, bytes]]:
-    """Up to ``max_lines`` complete lines ending at or before ``end`` (the offset just past a
-    ``\n``), newest first, each with its byte offset, without its newline; blank lines
-    skipped. Reading stops after ``max_bytes``, and at a line longer than a record may be
-    (never a record: what is before it is not read)."""
+    """The non-blank lines among the newest ``max_lines`` complete lines ending at or before
+    ``end`` (the offset just past a ``\n``), newest first, each with its byte offset,
+    without its newline. Blank lines count toward ``max_lines`` like any other (a log ending
+    in a million newlines costs what 64 lines cost, RUNTIME.md "Bounded work"). Reading
+    stops after ``max_bytes``, and at a line longer than a record may be (never a record:
+    what is before it is not read). Each byte is copied a bounded number of times."""
     found: list[tuple[int, bytes]] = []
-    buf = b""  # the unconsumed bytes [pos, pos + len(buf)), ending with a newline
+    buf = b""  # bytes [pos, pos + len(buf)); the unconsumed part buf[:hi] ends with a newline
+    hi = 0
     pos = end
-    while len(found) < max_lines:
-        cut = buf.rfind(b"\n", 0, len(buf) - 1) if buf else -1
-        if cut >= 0 or (pos == 0 and buf):
-            line = buf[cut + 1 : -1]
+    seen = 0
+    while seen < max_lines:
+        cut = buf.rfind(b"\n", 0, hi - 1) if hi else -1
+        if cut >= 0 or (pos == 0 and hi):
+            seen += 1
+            line = buf[cut + 1 : hi - 1]
             if line.strip():
                 found.append((pos + cut + 1, line.rstrip(b"\r")))
-            buf = buf[: cut + 1]
+            hi = cut + 1
             continue
-        if pos == 0 or end - pos >= max_bytes or len(buf) > MAX_RECORD_LENGTH + 2:
+        if pos == 0 or end - pos >= max_bytes or hi > MAX_RECORD_LENGTH + 2:
             break
         start = max(0, pos - _CHUNK)
-        buf = os.pread(fd, pos - start, start) + buf
+        buf = os.pread(fd, pos - start, start) + buf[:hi]
+        hi += pos - start
         pos = start
     return found
 
