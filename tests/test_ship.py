@@ -17,10 +17,10 @@ import pytest
 
 from bench.launchdir import HOST, Written, write_launch
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.runtime import ship as ship_module
 from ecpa.runtime.postgres import nonce_key
 from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, read_identity
 from ecpa.runtime.remote import REMOTE_NOTE, status_from_store
-from ecpa.runtime import ship as ship_module
 from ecpa.runtime.ship import BATCH_LINES, ShipReport, ship_launch
 from ecpa.runtime.status import status_from_launch_dir
 from ecpa.runtime.store import EvidenceStore, line_nonce
