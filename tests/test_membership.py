@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ecpa.runtime.launch import launch_from_file
-from ecpa.runtime.process import Membership, children_now
+from ecpa.runtime.membership import Membership, children_now
 from tests.support import ROOT
 
 BOSS = 100

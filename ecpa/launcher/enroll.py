@@ -35,7 +35,8 @@ from typing import Any
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.enroll import MAX_MESSAGE, Request, kid_for, parse_request, reply_bytes
 from ecpa.runtime.launch import LAUNCH_SUBJECT
-from ecpa.runtime.process import PROC, Membership, ProcessIdentity, read_identity
+from ecpa.runtime.membership import Membership
+from ecpa.runtime.process import PROC, ProcessIdentity, read_identity
 from ecpa.runtime.trust_file import update_trust_file
 
 __all__ = ["EnrollServer", "Enrolled"]

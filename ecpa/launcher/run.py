@@ -50,14 +50,9 @@ from ecpa.launcher.supervise import FORWARDED, LaunchExit, Supervisor
 from ecpa.profile._json import MAX_SAFE_INTEGER
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.runtime.launch import EXIT_SCHEMA
+from ecpa.runtime.membership import Membership, children_now
 from ecpa.runtime.plan import Plan, launch_document, plan_from_dict
-from ecpa.runtime.process import (
-    BINDING_ENV_NAMES,
-    Membership,
-    ProcessIdentity,
-    children_now,
-    read_identity,
-)
+from ecpa.runtime.process import BINDING_ENV_NAMES, ProcessIdentity, read_identity
 from ecpa.runtime.trust_file import update_trust_file
 
 __all__ = [
@@ -110,11 +105,6 @@ class Launch:
     env: Mapping[str, str] = field(hash=False, repr=False)
     #: The supervisor's children from before the command (pid, start ticks): not members.
     excluded: frozenset[tuple[int, int]] = frozenset()
-
-    @property
-    def membership(self) -> Membership:
-        """Who belongs to the launch: the rule the supervisor, enrollment and status share."""
-        return Membership(self.supervisor.pid, self.excluded)
 
     @property
     def launch_file(self) -> Path:
@@ -312,7 +302,7 @@ def run_launch(
         path=launch.enroll_socket,
         trust_file=launch.trust_file,
         issuer=launch.plan.issuer,
-        membership=launch.membership,
+        membership=Membership(launch.supervisor.pid, launch.excluded),
         not_after=launch.ends_at,
         clock=clock,
         skew_s=CLOCK_SKEW_S,
@@ -320,7 +310,7 @@ def run_launch(
     server.listen()
     boss = supervisor if supervisor is not None else Supervisor(grace=grace, say=say)
     boss.enroll = server
-    boss.membership = launch.membership
+    boss.membership = server.membership
     try:
         return boss.run(command, dict(launch.env))
     finally:

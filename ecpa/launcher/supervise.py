@@ -33,7 +33,8 @@ from pathlib import Path
 from types import FrameType
 
 from ecpa.launcher.enroll import EnrollServer
-from ecpa.runtime.process import PR_SET_CHILD_SUBREAPER, Membership, children_now, prctl
+from ecpa.runtime.membership import Membership, children_now
+from ecpa.runtime.process import PR_SET_CHILD_SUBREAPER, prctl
 
 __all__ = ["FORWARDED", "LaunchExit", "Supervisor"]
 

@@ -144,18 +144,12 @@ def _too_long(stream: BinaryIO) -> EcpaError:
 
 
 def read_log(stream: BinaryIO, *, first: int = 1, marks: int = 0) -> Iterator[LogLine]:
-    """Yield each line of a JSONL evidence log, streaming: memory stays bounded by the
-    longest allowed record whatever the log's size or its longest line. Lines are numbered
-    from ``first`` (a reader resuming in the middle of a log says where it is).
-
-    Blank lines are skipped; with ``marks``, every ``marks`` consecutive blank lines yield a
-    mark, ``LogLine(number, None, None)``, so that a reader with a deadline can look at the
-    clock inside a run of blank lines too (RUNTIME.md "Bounded work"). A final line without
-    ``\\n`` that is not even JSON is yielded with ``torn=True``: a crash cut it short; it is
-    reported, not verified.
-    """
-    number = first - 1
-    blank = 0
+    """Yield each line of a JSONL evidence log, streaming (memory bounded by the longest
+    allowed record), numbered from ``first``. Blank lines are skipped, but with ``marks``
+    every ``marks`` blank lines in a row yield ``LogLine(number, None, None)``: a reader
+    with a deadline looks at its clock inside them too (RUNTIME.md "Bounded work"). A final
+    line without ``\\n`` that is not even JSON is yielded with ``torn=True`` (a crash)."""
+    number, blank = first - 1, 0
     while True:
         raw = stream.readline(MAX_RECORD_LENGTH + 2)  # the record, and room for "\r\n"
         if not raw:
@@ -167,13 +161,12 @@ def read_log(stream: BinaryIO, *, first: int = 1, marks: int = 0) -> Iterator[Lo
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.endswith(b"\r"):
             line = line[:-1]
-        if not line.strip():
-            blank += 1
-            if marks and blank >= marks:
+        blank = blank + 1 if not line.strip() else 0
+        if blank:
+            if blank == marks:
                 blank = 0
                 yield LogLine(number, None, None)
             continue
-        blank = 0
         try:
             evidence = parse_record(line)
         except EcpaError as exc:

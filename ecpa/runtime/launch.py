@@ -26,7 +26,8 @@ from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
 from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_validation
-from ecpa.runtime.process import Membership, ProcessIdentity
+from ecpa.runtime.membership import Membership
+from ecpa.runtime.process import ProcessIdentity
 
 __all__ = [
     "DEFAULT_SLOTS",
