@@ -97,6 +97,40 @@ def check_private_dir(path: str | os.PathLike[str], code: ErrorCode, *, what: st
             f"expected the {what} {path} owned by uid {os.geteuid()} and not writable by "
             f"group or others, found uid {st.st_uid} and mode {mode:04o}",
         )
+    check_ancestors(path, code, what=what)
+
+
+def check_ancestors(path: str | os.PathLike[str], code: ErrorCode, *, what: str) -> None:
+    """Refuse ``path`` unless every directory above it (its real path, up to ``/``) is owned
+    by root or this user and not writable by group or others, or is sticky (``/tmp``), as
+    ssh's StrictModes judges a path (RUNTIME.md "Round 3", "Directories"): whoever may
+    rename an ancestor may swap the whole tree under a running launch.
+
+    Raises:
+        EcpaError: ``code`` naming the first ancestor that fails, its owner and its mode.
+    """
+    me = os.geteuid()
+    current = os.path.dirname(os.path.realpath(path))
+    while True:
+        try:
+            st = os.stat(current)
+        except OSError as exc:
+            raise EcpaError(
+                code,
+                f"expected the directories above the {what} readable, {current}: {exc.strerror}",
+            ) from None
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in (0, me) or (mode & 0o022 and not mode & stat.S_ISVTX):
+            raise EcpaError(
+                code,
+                f"expected every directory above the {what} {path} owned by root or uid {me} "
+                "and not writable by group or others unless sticky, found "
+                f"{current} with uid {st.st_uid} and mode {mode:04o}",
+            )
+        parent = os.path.dirname(current)
+        if parent == current:
+            return
+        current = parent
 
 
 def read_bounded(path: Path, limit: int, code: ErrorCode) -> bytes:

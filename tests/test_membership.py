@@ -182,3 +182,45 @@ def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path:
         for stream in (shell.stderr, shell.stdout):
             if stream is not None:
                 stream.close()
+
+
+# -- directories (RUNTIME.md "Round 3", "Directories") ------------------------------------------
+
+
+@pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o1777, False), (0o755, False)])
+def test_an_evidence_dir_under_a_directory_others_may_write_is_refused(
+    tmp_path: Path, mode: int, refused: bool
+) -> None:
+    """Fact 6 of the third review: ``--evidence-dir`` under a 0777 directory without the
+    sticky bit was accepted; another user renamed the launch directory away while it ran.
+    Every ancestor must be root's or the user's, and not writable by others unless sticky."""
+    from tests._cli_helpers import ecpa_main
+
+    shared = tmp_path / "s"  # short: the enrollment socket's path has at most 107 bytes
+    shared.mkdir()
+    shared.chmod(mode)
+    result = ecpa_main("run", "--evidence-dir", shared / "r", "--", "true")
+    if refused:
+        assert result.status == 2
+        assert "unless sticky" in result.err
+        assert f"{shared} with uid {os.geteuid()} and mode 0777" in result.err
+        assert not (shared / "r").exists() or not list((shared / "r").iterdir())
+    else:
+        assert result.status == 0, result.err
+
+
+def test_a_launch_dir_under_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
+    from tests._cli_helpers import ecpa_main
+
+    runs = tmp_path / "r"
+    result = ecpa_main("run", "--evidence-dir", runs, "--", "true")
+    assert result.status == 0, result.err
+    [directory] = runs.iterdir()
+    assert ecpa_main("status", "--launch", directory).status == 1  # ended: false, readable
+    tmp_path.chmod(0o777)
+    try:
+        refused = ecpa_main("status", "--launch", directory)
+        assert refused.status == 2
+        assert "unless sticky" in refused.err
+    finally:
+        tmp_path.chmod(0o700)
