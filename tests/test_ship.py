@@ -5,7 +5,9 @@ as a status from the files, with liveness from signed heartbeats only, said so."
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -735,3 +737,58 @@ def test_a_following_pass_records_the_supervisor_on_time_whatever_the_logs_hold(
         assert position.end < log.stat().st_size  # the rest waits for the next pass
     else:  # blank lines are passed at C speed: 64 MiB within the default budget here
         assert position.end == log.stat().st_size
+
+
+def test_a_readers_forged_checkpoint_harms_no_other_replica(pg_dsn: str, written: Written) -> None:
+    """Fact 7 of the third review: any role allowed to write status checkpoints (which
+    manager replicas need) stored one with a huge last_seq and made a slot undecided for
+    every replica, for good. Checkpoints are now each reader's own (row level security)."""
+    import psycopg
+
+    ship(pg_dsn, written)
+    roles = [f"r_{secrets.token_hex(4)}" for _ in range(2)]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
+        for role in roles:
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+            conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+            conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")
+            conn.execute(f"GRANT INSERT, UPDATE ON {schema}.ecpa_reader_checkpoint TO {role}")
+    mallory, replica = (pg_dsn.replace("postgres@", f"{role}@", 1) for role in roles)
+    try:
+        assert remote(mallory, written).effective  # and its own checkpoints are saved
+        with psycopg.connect(mallory, autocommit=True) as conn:
+            rows = conn.execute("SELECT source, doc FROM ecpa_reader_checkpoint").fetchall()
+            assert rows
+            for source, doc in rows:
+                forged = {**json.loads(doc), "last_seq": 10**9}
+                conn.execute(
+                    "UPDATE ecpa_reader_checkpoint SET doc = %s WHERE source = %s",
+                    (json.dumps(forged), source),
+                )
+            with pytest.raises(psycopg.Error):  # another reader's row: refused by the policy
+                conn.execute(
+                    "INSERT INTO ecpa_reader_checkpoint (reader, launch_id, source, doc)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (roles[1], written.directory.name, rows[0][0], rows[0][1]),
+                )
+        assert not remote(mallory, written).effective  # it can harm only itself
+        assert remote(replica, written).effective
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            for role in roles:
+                conn.execute(f"DROP OWNED BY {role}")
+                conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_version_1_store_is_brought_up_to_date_by_a_writer(pg_dsn: str, written: Written) -> None:
+    import psycopg
+
+    ship(pg_dsn, written)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE ecpa_reader_checkpoint")
+        conn.execute("UPDATE ecpa_schema SET version = 1 WHERE component = 'evidence_store'")
+    with pytest.raises(EcpaError, match="found version 1"):
+        remote(pg_dsn, written)  # a reader does not change the store
+    ship(pg_dsn, written)  # a writer upgrades it
+    assert remote(pg_dsn, written).effective

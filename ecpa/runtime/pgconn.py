@@ -236,9 +236,11 @@ def ensure_schema(
     version: int,
     create: Callable[[psycopg.Connection[Any]], None] | None,
     code: ErrorCode,
+    upgrade: Callable[[psycopg.Connection[Any], int], None] | None = None,
 ) -> None:
-    """Create ``component``'s tables once (``create``) and record its ``version``; refuse a
-    database holding another version of it. ``create=None`` (a reader, which may lack the
+    """Create ``component``'s tables once (``create``) and record its ``version``; bring an
+    older version up to date with ``upgrade(conn, found)`` when given; refuse a database
+    holding another version of it. ``create=None`` (a reader, which may lack the
     right to create tables): only check that the component is there, of that version.
 
     Raises:
@@ -276,6 +278,11 @@ def ensure_schema(
             create(conn)
             conn.execute(
                 "INSERT INTO ecpa_schema (component, version) VALUES (%s, %s)", (component, version)
+            )
+        elif row[0] != version and upgrade is not None and 0 < row[0] < version:
+            upgrade(conn, row[0])  # a writer brings an older store up to date, once
+            conn.execute(
+                "UPDATE ecpa_schema SET version = %s WHERE component = %s", (version, component)
             )
         elif row[0] != version:
             raise EcpaError(

@@ -84,7 +84,8 @@ class StoredLog:
     def load(self, launch_id: str, now: int) -> history.Checkpoint:
         fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
         rows = self.store.query(
-            "SELECT doc FROM ecpa_status_checkpoint WHERE launch_id = %s AND source = %s",
+            "SELECT doc FROM ecpa_reader_checkpoint"
+            " WHERE reader = current_user AND launch_id = %s AND source = %s",
             (launch_id, self.name),
         )
         try:
@@ -170,9 +171,9 @@ class StoredLog:
             return None
         try:
             doc = json.dumps({**ck.to_dict(), "basis": self._basis}, separators=(",", ":"))
-            self.store.query(
-                "INSERT INTO ecpa_status_checkpoint (launch_id, source, doc) VALUES (%s, %s, %s)"
-                " ON CONFLICT (launch_id, source) DO UPDATE SET doc = EXCLUDED.doc",
+            self.store.query(  # the reader is the database role (row level security)
+                "INSERT INTO ecpa_reader_checkpoint (launch_id, source, doc) VALUES (%s, %s, %s)"
+                " ON CONFLICT (reader, launch_id, source) DO UPDATE SET doc = EXCLUDED.doc",
                 (self.launch_id, self.name, doc),
             )
         except EcpaError as exc:

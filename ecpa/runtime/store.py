@@ -1,7 +1,8 @@
 """The evidence store on PostgreSQL: launches' evidence lines, copied by ``ecpa ship`` from
 the host that runs them, read by ``ecpa status --db`` on any host.
 
-Tables (schema component ``evidence_store``, version 1, made on first use):
+Tables (schema component ``evidence_store``, version 2, made on first use; a writer brings a
+version 1 store up to date):
 
 - ``ecpa_launch``: one row per launch, its ``launch.json``, ``trust.json`` and ``exit.json``
   byte for byte (a launch id already stored with another ``launch.json`` is refused);
@@ -13,7 +14,9 @@ Tables (schema component ``evidence_store``, version 1, made on first use):
 - ``ecpa_ship_position``: per log, how far it is copied (and which file, by device and
   inode), updated in the transaction that stores the lines: a shipper killed at any moment
   resumes where its last commit stopped, and no line is stored twice;
-- ``ecpa_status_checkpoint``: where ``ecpa status --db`` stopped walking each log's history.
+- ``ecpa_reader_checkpoint`` (version 2): where ``ecpa status --db`` stopped walking each
+  log's history, one row per reader (database role): row level security lets each role
+  see and write only its own (the version 1 ``ecpa_status_checkpoint`` is no longer read).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STORE_VERSION", "EvidenceStore", "LaunchRow", "Position", "line_nonce"]
 
-STORE_COMPONENT, STORE_VERSION = "evidence_store", 1
+STORE_COMPONENT, STORE_VERSION = "evidence_store", 2
 _CODE = ErrorCode.EVIDENCE_STORE
 
 
@@ -73,6 +76,28 @@ def _create(conn: psycopg.Connection[Any]) -> None:
         " launch_id text NOT NULL, source text NOT NULL, doc text NOT NULL,"
         " PRIMARY KEY (launch_id, source))"
     )
+    _upgrade(conn, 1)
+
+
+def _upgrade(conn: psycopg.Connection[Any], found: int) -> None:
+    """Version 2 (RUNTIME.md "Round 3", "The store"): each reader's history checkpoints are
+    its own (``ecpa_reader_checkpoint``, keyed by the database role that wrote them, row
+    level security forced): a role that may write checkpoints can no longer store one that
+    makes a slot undecided for another replica. The 1.x table stays, unread."""
+    if found < 2:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS ecpa_reader_checkpoint ("
+            " reader name NOT NULL DEFAULT current_user, launch_id text NOT NULL,"
+            " source text NOT NULL, doc text NOT NULL,"
+            " PRIMARY KEY (reader, launch_id, source))"
+        )
+        conn.execute("ALTER TABLE ecpa_reader_checkpoint ENABLE ROW LEVEL SECURITY")
+        conn.execute("ALTER TABLE ecpa_reader_checkpoint FORCE ROW LEVEL SECURITY")
+        conn.execute("DROP POLICY IF EXISTS ecpa_own_checkpoints ON ecpa_reader_checkpoint")
+        conn.execute(
+            "CREATE POLICY ecpa_own_checkpoints ON ecpa_reader_checkpoint"
+            " USING (reader = current_user) WITH CHECK (reader = current_user)"
+        )
 
 
 def line_nonce(line: bytes) -> str | None:
@@ -150,7 +175,12 @@ class EvidenceStore:
         try:
             with self._watchdog.guard(conn):
                 ensure_schema(
-                    conn, STORE_COMPONENT, STORE_VERSION, _create if self._create else None, _CODE
+                    conn,
+                    STORE_COMPONENT,
+                    STORE_VERSION,
+                    _create if self._create else None,
+                    _CODE,
+                    upgrade=_upgrade,
                 )
         except EcpaError:
             conn.close()
