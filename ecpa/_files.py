@@ -110,8 +110,18 @@ def check_ancestors(path: str | os.PathLike[str], code: ErrorCode, *, what: str)
         EcpaError: ``code`` naming the first ancestor that fails, its owner and its mode.
     """
     me = os.geteuid()
-    current = os.path.dirname(os.path.realpath(path))
-    while True:
+    # The path as given (a symlink's own directory counts: whoever may write it may point
+    # the link elsewhere) and the path it resolves to.
+    seen: set[str] = set()
+    for start in (os.path.abspath(path), os.path.realpath(path)):
+        _check_up(os.path.dirname(start), path, code, what, me, seen)
+
+
+def _check_up(
+    current: str, path: object, code: ErrorCode, what: str, me: int, seen: set[str]
+) -> None:
+    while current not in seen:
+        seen.add(current)
         try:
             st = os.stat(current)
         except OSError as exc:

@@ -7,7 +7,11 @@ supervisor check. (Times are measured in ``bench/``; these tests count the work.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -111,32 +115,69 @@ def test_a_status_interrupted_keeps_what_it_learned(
     written: Written, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A status killed by a monitor's timeout saved no checkpoint: the next one repeated the
-    work. Interrupted mid-walk (``ecpa status`` turns SIGTERM into this), it saves first."""
+    work. ``ecpa status`` turns SIGTERM and SIGINT into ``history.STOP``: the walk stops at
+    the next line boundary, consistent, and what it walked is saved."""
     log = _log(written)
     real = logs.walk
 
     def interrupted(lines: Any, *args: Any, **kwargs: Any) -> None:
-        taken = iter(lines)
+        def then_stop() -> Any:
+            for n, line in enumerate(lines):
+                if n == 2:
+                    history.STOP.set()  # as the signal handler does, mid-walk
+                yield line
 
-        def three() -> Any:
-            for _ in range(3):
-                yield next(taken)
-            raise KeyboardInterrupt("SIGTERM")
-
-        real(three(), *args, **kwargs)
+        real(then_stop(), *args, **kwargs)
 
     monkeypatch.setattr(logs, "walk", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        status_from_launch_dir(
+    try:
+        got = status_from_launch_dir(
             written.directory,
             now=NOW,
             proc_root=written.proc_root,
             host="bench-host",
             history_budget_s=None,
         )
-    saved = log.parent / checkpoint_name(log.name)
-    assert saved.exists()
-    assert '"accepted":' in saved.read_text()
+    finally:
+        history.STOP.clear()
+    assert any("history walked to byte" in r for r in got.reasons)  # stopped early
+    saved = json.loads((log.parent / checkpoint_name(log.name)).read_text())
+    assert (saved["number"], saved["accepted"], saved["last_seq"]) == (3, 3, 3)  # consistent
+
+
+def test_ecpa_status_exits_130_when_interrupted_and_saves_first(written: Written) -> None:
+    """The command: SIGTERM during a long history walk; the checkpoint is on disk after."""
+    log = _log(written)
+    with log.open("ab") as out:
+        out.write(b"\n" * 3_000_000)  # a long walk (the budget is off below)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    code = (
+        "import sys\n"
+        "from ecpa.runtime import status\n"
+        "status.status_from_launch_dir.__kwdefaults__['history_budget_s'] = None\n"
+        "from ecpa.cli import main\n"
+        "sys.exit(main(['status', '--launch', sys.argv[1]]))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(written.directory)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        saved = log.parent / checkpoint_name(log.name)
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+        assert saved.exists()
+        assert json.loads(saved.read_text())["number"] > 5  # it had walked into the blanks
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 def test_ship_passes_blank_lines_at_c_speed_within_its_batch(tmp_path: Path) -> None:

@@ -224,3 +224,22 @@ def test_a_launch_dir_under_a_directory_others_may_write_is_refused(tmp_path: Pa
         assert "unless sticky" in refused.err
     finally:
         tmp_path.chmod(0o700)
+
+
+def test_a_symlink_in_a_directory_others_may_write_is_judged_too(tmp_path: Path) -> None:
+    """A review finding: the ancestors of the resolved path were checked, never the
+    directory holding the symlink (whoever may write it may point the link elsewhere)."""
+    from ecpa._files import check_ancestors
+    from ecpa.errors import EcpaError, ErrorCode
+
+    target = tmp_path / "real"
+    target.mkdir()
+    shared = tmp_path / "s"
+    shared.mkdir()
+    (shared / "link").symlink_to(target)
+    check_ancestors(shared / "link" / "launch", ErrorCode.INVALID_INPUT, what="launch directory")
+    shared.chmod(0o777)
+    with pytest.raises(EcpaError, match=f"{shared} with uid"):
+        check_ancestors(
+            shared / "link" / "launch", ErrorCode.INVALID_INPUT, what="launch directory"
+        )

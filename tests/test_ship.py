@@ -735,8 +735,6 @@ def test_a_following_pass_records_the_supervisor_on_time_whatever_the_logs_hold(
     assert position is not None
     if budget is not None:
         assert position.end < log.stat().st_size  # the rest waits for the next pass
-    else:  # blank lines are passed at C speed: 64 MiB within the default budget here
-        assert position.end == log.stat().st_size
 
 
 def test_a_readers_forged_checkpoint_harms_no_other_replica(pg_dsn: str, written: Written) -> None:

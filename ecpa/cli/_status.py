@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +15,7 @@ import typer
 
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, json_line, read_json_object, safe
 from ecpa.profile._json import MAX_SAFE_INTEGER
+from ecpa.runtime import history
 from ecpa.runtime.launch import expected_from_dict
 from ecpa.runtime.postgres import is_postgres_dsn
 from ecpa.runtime.remote import status_from_store
@@ -85,8 +89,24 @@ def _to_json(status: RuntimeStatus) -> dict[str, Any]:
 
 
 def _interrupted(signum: int, frame: object) -> None:
-    del frame
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    del signum, frame
+    history.STOP.set()
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGTERM and SIGINT stop the history walks at a line boundary while the block runs
+    (the main thread only); the previous handlers come back after it."""
+    history.STOP.clear()
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in (signal.SIGTERM, signal.SIGINT):
+            previous[name] = signal.signal(name, _interrupted)
+    try:
+        yield
+    finally:
+        for name, handler in previous.items():
+            signal.signal(name, handler)
 
 
 def status_command(
@@ -141,9 +161,6 @@ def status_command(
 
     Prints `runtime_effective: true|false`, then one `reason:` line per reason.
     """
-    # A monitor's timeout sends SIGTERM: end like Ctrl-C, so that the history walked so far
-    # is saved (RUNTIME.md "Bounded work") rather than lost with the process.
-    signal.signal(signal.SIGTERM, _interrupted)
     when = int(time.time()) if now is None else now
     if not 0 <= when <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
@@ -155,40 +172,54 @@ def status_command(
         raise fail_usage("expected exactly one of --launch DIR, --evidence LOG and --db DSN")
     if (db is None) != (launch_id is None):
         raise fail_usage("expected --launch-id ID with --db DSN, and only with it")
-    if db is not None:
-        assert launch_id is not None
-        if not is_postgres_dsn(db):
-            raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
-        if binding is not None:
-            raise fail_usage("expected no --binding with --db (the store holds the launch)")
-        status = status_from_store(
-            db,
-            launch_id,
-            now=now,  # None: the database server's clock
-            trust=trust,
-            replay_db=replay_db,
-            max_idle=max_idle,
-            max_abstain=max_abstain,
-            save_checkpoints=now is None,  # a time of its own: leave shared checkpoints alone
-        )
-    elif launch is not None:
-        if trust is not None or binding is not None:
-            raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
-        if not launch.is_dir():
-            raise fail_usage(f"expected a launch directory at {launch}, found none")
-        status = status_from_launch_dir(
-            launch, now=when, replay_db=replay_db, max_idle=max_idle, max_abstain=max_abstain
-        )
-    else:
-        assert evidence is not None
-        if trust is None or binding is None:
-            raise fail_usage("expected --trust FILE and --binding FILE with --evidence")
-        expected = expected_from_dict(read_json_object(binding, "binding"), f"binding {binding}")
-        if max_abstain is not None:
-            expected = replace(expected, max_abstain_s=max_abstain)
-        status = status_from_files(
-            evidence, trust, expected, now=when, replay_db=replay_db, max_idle=max_idle
-        )
+    # A monitor's timeout sends SIGTERM (a person, SIGINT): the history walks stop at their
+    # next line boundary and are saved (RUNTIME.md "Bounded work"), then status exits 130.
+    with _interruptible():
+        if db is not None:
+            assert launch_id is not None
+            if not is_postgres_dsn(db):
+                raise fail_usage(
+                    "expected --db postgresql://..., found a value that is not such a URI"
+                )
+            if binding is not None:
+                raise fail_usage("expected no --binding with --db (the store holds the launch)")
+            status = status_from_store(
+                db,
+                launch_id,
+                now=now,  # None: the database server's clock
+                trust=trust,
+                replay_db=replay_db,
+                max_idle=max_idle,
+                max_abstain=max_abstain,
+                save_checkpoints=now is None,  # a time of its own: leave shared checkpoints alone
+            )
+        elif launch is not None:
+            if trust is not None or binding is not None:
+                raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
+            if not launch.is_dir():
+                raise fail_usage(f"expected a launch directory at {launch}, found none")
+            status = status_from_launch_dir(
+                launch,
+                now=when,
+                replay_db=replay_db,
+                max_idle=max_idle,
+                max_abstain=max_abstain,
+                save_checkpoints=now is None,  # a time of its own: leave the checkpoints alone
+            )
+        else:
+            assert evidence is not None
+            if trust is None or binding is None:
+                raise fail_usage("expected --trust FILE and --binding FILE with --evidence")
+            expected = expected_from_dict(
+                read_json_object(binding, "binding"), f"binding {binding}"
+            )
+            if max_abstain is not None:
+                expected = replace(expected, max_abstain_s=max_abstain)
+            status = status_from_files(
+                evidence, trust, expected, now=when, replay_db=replay_db, max_idle=max_idle
+            )
+    if history.STOP.is_set():
+        raise KeyboardInterrupt("interrupted: the history walked so far is saved")
     if as_json:
         typer.echo(json_line(_to_json(status)))
     else:

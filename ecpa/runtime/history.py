@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ __all__ = [
 ]
 
 CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.3"
+#: Set (``ecpa status`` does, on SIGTERM or SIGINT) to end every history walk at its next
+#: line boundary: the walk then stops as at its deadline, consistent, and is saved
+#: (RUNTIME.md "Bounded work": a status interrupted keeps what it learned).
+STOP = threading.Event()
 _ANCHOR_BYTES = 4096
 _MAX_CHECKPOINT = 1 << 20
 
@@ -272,7 +277,7 @@ def advance(
                     ck.newest_offset = start
                 ck.offset, ck.number = reader.pos, line.number
                 start = reader.pos
-                if deadline is not None and time.monotonic() >= deadline:
+                if STOP.is_set() or (deadline is not None and time.monotonic() >= deadline):
                     stopped = True
                     return
 

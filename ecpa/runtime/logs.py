@@ -308,7 +308,8 @@ def judge_sources(
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
-    deadline = None if budget_s is None else time.monotonic() + budget_s
+    started = time.monotonic()
+    deadline = None if budget_s is None else started + budget_s
     streams: dict[str, Stream] = {}
     notes: list[str] = []
     for source in sources:
@@ -338,13 +339,7 @@ def judge_sources(
         ck = source.load(expected.launch_id, now)
         before = ck.offset
         end, fragment = source.end()
-        try:
-            complete = source.advance(ck, walk_into, end=end, deadline=deadline)
-        except BaseException:  # a signal (a monitor's timeout): keep what was learned
-            if save and ck.offset != before:
-                ck.judged_at = max(ck.judged_at, now)
-                source.save(ck)
-            raise
+        complete = source.advance(ck, walk_into, end=end, deadline=deadline)
         if ck.offset != before:
             ck.judged_at = max(ck.judged_at, now)
         candidates = source.newest_lines(end)
@@ -364,7 +359,9 @@ def judge_sources(
             merged.torn += 1  # a last line cut short by a crash (or being written now)
         if decision.newest is None and ck.stream.last_seq is not None:
             _fall_back(source, ck, complete, check, merged)
-        ahead = _ahead(candidates, decision, now)
+        # Compared with now as it is when this log's end was read (a status of many logs,
+        # or of a slow store, runs for seconds): a synced writer's newest record is no future.
+        ahead = _ahead(candidates, decision, now + int(time.monotonic() - started))
         if ahead:  # RUNTIME.md "Clocks": records from the future are no evidence of life
             merged.undecided = (
                 f"its newest record(s) are dated up to {ahead} s after now: a writer clock "

@@ -83,11 +83,14 @@ class StoredLog:
 
     def load(self, launch_id: str, now: int) -> history.Checkpoint:
         fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
-        rows = self.store.query(
-            "SELECT doc FROM ecpa_reader_checkpoint"
-            " WHERE reader = current_user AND launch_id = %s AND source = %s",
-            (launch_id, self.name),
-        )
+        try:
+            rows = self.store.query(
+                "SELECT doc FROM ecpa_reader_checkpoint"
+                " WHERE reader = current_user AND launch_id = %s AND source = %s",
+                (launch_id, self.name),
+            )
+        except EcpaError:  # no right to read it (yet): only a slower status
+            return fresh
         try:
             doc = json.loads(rows[0][0]) if rows else None
         except ValueError:
@@ -148,7 +151,9 @@ class StoredLog:
                     if ck.stream.newest is not newest:
                         ck.newest_offset = offset
                     ck.offset, ck.number = offset + 1, number
-                    if deadline is not None and time.monotonic() >= deadline:
+                    if history.STOP.is_set() or (
+                        deadline is not None and time.monotonic() >= deadline
+                    ):
                         stopped = True
                         return
 

@@ -39,7 +39,7 @@ __all__ = ["BATCH_BYTES", "BATCH_LINES", "ShipReport", "ship_launch"]
 #: work, never a line (the batch is stored whole or not at all).
 BATCH_LINES = 1000
 BATCH_BYTES = 4 << 20
-_NEWLINES = re.compile(rb"\n+")
+_NEWLINES = re.compile(rb"(?:[ \t\r\f\v]*\n)+")  # blank lines, CRLF and spaces included
 #: A following pass ships logs for at most this long before it records the supervisor's
 #: liveness (which a status from the store needs within the heartbeat window), whatever
 #: the logs hold; the rest waits for the next pass.
@@ -230,6 +230,8 @@ def _ship_logs(
         report.logs = max(report.logs, len(logs.fds))
         complete = True
         for name, fd in logs.fds.items():
+            if not complete and deadline is not None and time.monotonic() >= deadline:
+                return False  # out of time: the other logs at the next pass
             complete &= _ship_log(fd, name, launch_id, store, report, stop, deadline)
         return complete
     finally:

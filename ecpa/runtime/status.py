@@ -103,9 +103,12 @@ def status_from_launch_dir(
     max_idle: int | None = None,
     history_budget_s: float | None = HISTORY_BUDGET_S,
     max_abstain: int | None = None,
+    save_checkpoints: bool = True,
 ) -> RuntimeStatus:
     """The status of a launch directory written by ``ecpa run``; ``max_abstain`` (seconds)
-    replaces the launch's ``max_abstain_s``.
+    replaces the launch's ``max_abstain_s``. With ``save_checkpoints`` False (a ``now`` that
+    is not the clock) the history checkpoints are read but not replaced: history judged as of
+    a past time (records then not yet valid) must not stand in for the present.
 
     0.2 (``launch.json`` with slots and the supervisor): ``trust.json`` and one log per
     process in ``evidence/<launch_id>/``, each slot decided by :func:`derive_launch`, with
@@ -141,6 +144,7 @@ def status_from_launch_dir(
                 max_idle,
                 ended,
                 history_budget_s,
+                save_checkpoints,
             )
     except EcpaError as exc:
         if ended is None or exc.code is ErrorCode.REPLAY_STORE:
@@ -202,6 +206,7 @@ def _status_02(
     max_idle: int | None,
     ended: str | None,
     history_budget_s: float | None,
+    save_checkpoints: bool = True,
 ) -> RuntimeStatus:
     store = TrustStore.load(directory / "trust.json")
     boss = expected.supervisor
@@ -232,6 +237,7 @@ def _status_02(
                 fence=fence,
                 policy=DEFAULT_POLICY,
                 budget_s=history_budget_s,
+                save=save_checkpoints,
             )
     finally:
         logs.close()

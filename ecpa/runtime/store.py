@@ -40,6 +40,8 @@ from ecpa.runtime.pgconn import (
     store_error,
 )
 from ecpa.runtime.postgres import nonce_key
+from ecpa.runtime.store_schema import create_tables as _create
+from ecpa.runtime.store_schema import upgrade_tables as _upgrade
 
 if TYPE_CHECKING:
     import psycopg
@@ -48,56 +50,6 @@ __all__ = ["STORE_VERSION", "EvidenceStore", "LaunchRow", "Position", "line_nonc
 
 STORE_COMPONENT, STORE_VERSION = "evidence_store", 2
 _CODE = ErrorCode.EVIDENCE_STORE
-
-
-def _create(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS ecpa_launch ("
-        " launch_id text PRIMARY KEY, host text NOT NULL, launch_doc bytea NOT NULL,"
-        " trust_doc bytea, exit_doc bytea, supervisor_alive boolean,"
-        " supervisor_reason text, supervisor_checked_at bigint,"
-        " updated_at timestamptz NOT NULL DEFAULT now())"
-    )
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS ecpa_evidence ("
-        " launch_id text NOT NULL, source text NOT NULL, file_offset bigint NOT NULL,"
-        " line bytea NOT NULL, nonce_sha256 bytea UNIQUE, claimed_sha256 bytea,"
-        " stored_at timestamptz NOT NULL DEFAULT now(),"
-        " PRIMARY KEY (launch_id, source, file_offset))"
-    )
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS ecpa_ship_position ("
-        " launch_id text NOT NULL, source text NOT NULL, dev bigint NOT NULL,"
-        " ino bigint NOT NULL, end_offset bigint NOT NULL, anchor bytea NOT NULL,"
-        " PRIMARY KEY (launch_id, source))"
-    )
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS ecpa_status_checkpoint ("
-        " launch_id text NOT NULL, source text NOT NULL, doc text NOT NULL,"
-        " PRIMARY KEY (launch_id, source))"
-    )
-    _upgrade(conn, 1)
-
-
-def _upgrade(conn: psycopg.Connection[Any], found: int) -> None:
-    """Version 2 (RUNTIME.md "Round 3", "The store"): each reader's history checkpoints are
-    its own (``ecpa_reader_checkpoint``, keyed by the database role that wrote them, row
-    level security forced): a role that may write checkpoints can no longer store one that
-    makes a slot undecided for another replica. The 1.x table stays, unread."""
-    if found < 2:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS ecpa_reader_checkpoint ("
-            " reader name NOT NULL DEFAULT current_user, launch_id text NOT NULL,"
-            " source text NOT NULL, doc text NOT NULL,"
-            " PRIMARY KEY (reader, launch_id, source))"
-        )
-        conn.execute("ALTER TABLE ecpa_reader_checkpoint ENABLE ROW LEVEL SECURITY")
-        conn.execute("ALTER TABLE ecpa_reader_checkpoint FORCE ROW LEVEL SECURITY")
-        conn.execute("DROP POLICY IF EXISTS ecpa_own_checkpoints ON ecpa_reader_checkpoint")
-        conn.execute(
-            "CREATE POLICY ecpa_own_checkpoints ON ecpa_reader_checkpoint"
-            " USING (reader = current_user) WITH CHECK (reader = current_user)"
-        )
 
 
 def line_nonce(line: bytes) -> str | None:
