@@ -193,3 +193,20 @@ def test_ship_passes_blank_lines_at_c_speed_within_its_batch(tmp_path: Path) -> 
         assert lines == [(16 << 20, b'{"a": 1}')]
     finally:
         os.close(fd)
+
+
+def test_the_newest_record_after_blank_lines_is_found_again(written: Written) -> None:
+    """A review finding: blank lines before the newest record made the history's record of
+    where it starts point at them; the fall back then read an empty line (undecided)."""
+    log = _log(written)
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:-1]) + b"\n" * 10 + lines[-1] + b"\n" * 100)
+    got = status_from_launch_dir(
+        written.directory,
+        now=NOW,
+        proc_root=written.proc_root,
+        host="bench-host",
+        history_budget_s=None,
+    )
+    assert got.effective, got.reasons
+    assert got.slots[0].newest_seq == 5

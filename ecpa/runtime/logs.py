@@ -209,8 +209,13 @@ class FileLog:
         return tail.newest_lines(self.fd, end)
 
     def line_at(self, offset: int) -> bytes | None:
-        raw = os.pread(self.fd, MAX_RECORD_LENGTH + 2, offset)
-        return raw.split(b"\n", 1)[0].rstrip(b"\r")
+        # The walk may record a line's start before blank lines that precede it (read_log
+        # skips them): pass over up to 64 KiB of them to the line itself.
+        raw = os.pread(self.fd, MAX_RECORD_LENGTH + 2 + 65536, offset)
+        body = raw.lstrip(b" \t\r\n")
+        if len(raw) - len(body) > 65536:
+            return None
+        return body.split(b"\n", 1)[0].rstrip(b"\r")
 
     def save(self, ck: history.Checkpoint) -> str | None:
         return history.save(self.dir_fd, self.name, ck)
