@@ -241,24 +241,11 @@ class PreemptionController:
         return choice
 
     def candidates(self, running: Sequence[Any]) -> tuple[Any, ...]:
-        """The candidates the host builds from its running requests, in running order."""
-        if self.predictions:
-            return tuple(
-                Candidate(
-                    r.request_id,
-                    r.priority,
-                    r.arrival_time,
-                    r.num_prompt_tokens,
-                    r.num_output_tokens,
-                    r.num_computed_tokens,
-                    r.num_preemptions,
-                    r.max_tokens,
-                    r.predicted_length,
-                )
-                for r in running
-            )
-        return tuple(
-            HostCandidate(
+        """The candidates the host builds from its running requests, in running order (with
+        ``predicted_length`` on a core with the prediction change)."""
+        out: list[Any] = []
+        for r in running:
+            fields = (
                 r.request_id,
                 r.priority,
                 r.arrival_time,
@@ -268,8 +255,11 @@ class PreemptionController:
                 r.num_preemptions,
                 r.max_tokens,
             )
-            for r in running
-        )
+            if self.predictions:
+                out.append(Candidate(*fields, r.predicted_length))
+            else:
+                out.append(HostCandidate(*fields))
+        return tuple(out)
 
     def victim(
         self,

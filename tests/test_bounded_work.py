@@ -32,6 +32,13 @@ def _log(w: Written, slot: int = 0) -> Path:
     return log
 
 
+def _status(w: Written) -> Any:
+    """A status of ``w`` at NOW, its history walked to the end."""
+    return status_from_launch_dir(
+        w.directory, now=NOW, proc_root=w.proc_root, host="bench-host", history_budget_s=None
+    )
+
+
 @pytest.fixture
 def written(tmp_path: Path) -> Written:
     return write_launch(tmp_path, slots=1, records=5, now=NOW)
@@ -65,22 +72,10 @@ def test_the_tail_reads_a_bounded_amount_of_a_blank_end(
 def test_a_blank_end_is_not_taken_for_evidence(written: Written) -> None:
     """A log whose last 64 lines are blank decides from its history's newest record, which
     is checked again; the verdict is the one without the blank lines."""
-    before = status_from_launch_dir(
-        written.directory,
-        now=NOW,
-        proc_root=written.proc_root,
-        host="bench-host",
-        history_budget_s=None,
-    )
+    before = _status(written)
     with _log(written).open("ab") as out:
         out.write(b"\n" * 100_000)
-    after = status_from_launch_dir(
-        written.directory,
-        now=NOW,
-        proc_root=written.proc_root,
-        host="bench-host",
-        history_budget_s=None,
-    )
+    after = _status(written)
     assert before.effective
     assert after.effective
     assert after.slots[0].newest_seq == before.slots[0].newest_seq == 5
@@ -131,13 +126,7 @@ def test_a_status_interrupted_keeps_what_it_learned(
 
     monkeypatch.setattr(logs, "walk", interrupted)
     try:
-        got = status_from_launch_dir(
-            written.directory,
-            now=NOW,
-            proc_root=written.proc_root,
-            host="bench-host",
-            history_budget_s=None,
-        )
+        got = _status(written)
     finally:
         history.STOP.clear()
     assert any("history walked to byte" in r for r in got.reasons)  # stopped early
@@ -201,12 +190,6 @@ def test_the_newest_record_after_blank_lines_is_found_again(written: Written) ->
     log = _log(written)
     lines = log.read_bytes().splitlines(keepends=True)
     log.write_bytes(b"".join(lines[:-1]) + b"\n" * 10 + lines[-1] + b"\n" * 100)
-    got = status_from_launch_dir(
-        written.directory,
-        now=NOW,
-        proc_root=written.proc_root,
-        host="bench-host",
-        history_budget_s=None,
-    )
+    got = _status(written)
     assert got.effective, got.reasons
     assert got.slots[0].newest_seq == 5

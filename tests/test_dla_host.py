@@ -211,25 +211,8 @@ def _context(
 ) -> tuple[PreemptionContext, list[Any]]:
     running = _running(rng, predictions)
     policy = rng.choice(["fcfs", "priority"])
-    controller = PreemptionController(None, predictions=predictions)
-    if predictions:
-        cands = tuple(
-            Candidate(
-                r.request_id,
-                r.priority,
-                r.arrival_time,
-                r.num_prompt_tokens,
-                r.num_output_tokens,
-                r.num_computed_tokens,
-                r.num_preemptions,
-                r.max_tokens,
-                r.predicted_length,  # type: ignore[attr-defined]
-            )
-            for r in running
-        )
-    else:
-        cands = controller.candidates(running)
-        assert all(type(c) is HostCandidate for c in cands)
+    cands = PreemptionController(None, predictions=predictions).candidates(running)
+    assert all(type(c) is (Candidate if predictions else HostCandidate) for c in cands)
     given = _rule(running, policy == "priority")[1].request_id if builtin_id else None
     return PreemptionContext(cands, policy, running[-1].request_id, 0.99, 1.0, given), running
 
