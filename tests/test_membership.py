@@ -184,6 +184,103 @@ def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path:
                 stream.close()
 
 
+DOUBLE_FORK = r"""
+import os, sys, time
+from pathlib import Path
+# Once the launch runs (its command started: ecpa run is a child subreaper by then) ...
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline and not list(Path(sys.argv[2]).glob("launch-*/enroll.sock")):
+    time.sleep(0.05)
+time.sleep(1)
+# The agent double-forks: its child exits at once, so the grandchild is an orphan, and
+# the kernel gives it to the nearest child subreaper among its ancestors.
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.setsid()
+        os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_an_agents_double_forked_grandchild_never_makes_it_effective(tmp_path: Path) -> None:
+    """The gap left by the record of excluded children: the agent's grandchild, orphaned by a
+    double fork, used to be reparented to ``ecpa run`` (a child subreaper) and then looked
+    like a process of the launch: it enrolled and status said true for a launch of
+    ``sleep``. Now an ``ecpa run`` whose pid has children supervises from a freshly forked
+    process with none, so no orphan of the agent ever comes into the launch's tree."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
+    env["PYTHONPATH"] = str(ROOT)
+    ecpa = Path(sys.executable).parent / "ecpa"
+    runs = tmp_path / "runs"
+    (tmp_path / "agent.py").write_text(AGENT)
+    (tmp_path / "fork.py").write_text(DOUBLE_FORK)
+    script = (
+        f"{sys.executable} {tmp_path / 'fork.py'} {tmp_path / 'agent.py'} {runs} "
+        f"2>{tmp_path / 'agent.err'} & exec {ecpa} run --evidence-dir {runs} -- sleep 15"
+    )
+    shell = subprocess.Popen(
+        ["sh", "-c", script], env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    grandchildren: list[int] = []
+    try:
+        assert shell.stderr is not None
+        line = shell.stderr.readline()
+        directory = Path(line.split(" in ", 1)[1].strip())
+        directory = directory if directory.is_absolute() else Path.cwd() / directory
+        verdicts = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for pid in _agents(str(tmp_path / "agent.py")):
+                if pid not in grandchildren:
+                    grandchildren.append(pid)
+            out = subprocess.run(
+                [str(ecpa), "status", "--launch", str(directory), "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            verdicts.append(json.loads(out.stdout)["runtime_effective"])
+            time.sleep(0.5)
+        assert grandchildren  # the agent ran, in the grandchild
+        assert verdicts
+        assert not any(verdicts)
+        assert list((directory / "evidence").rglob("*.jsonl")) == []  # nothing enrolled
+        err = (tmp_path / "agent.err").read_text()
+        assert "not a process of the launch" in err, err
+        expected = launch_from_file(directory / "launch.json")
+        assert expected.membership is not None
+        for pid in grandchildren:
+            assert not expected.membership.includes(pid)
+    finally:
+        alive = shell.poll() is None
+        for pid in grandchildren + [p for p, _ in children_now(shell.pid)] * alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if alive:
+            shell.send_signal(signal.SIGTERM)
+        shell.wait(timeout=60)
+        for stream in (shell.stderr, shell.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def _agents(script: str) -> list[int]:
+    """The pids of live processes whose command line runs ``script``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\x00")
+        except OSError:
+            continue
+        if script.encode() in words[1:2]:
+            found.append(int(entry.name))
+    return found
+
+
 # -- directories (RUNTIME.md "Round 3", "Directories") ------------------------------------------
 
 
