@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -62,41 +63,128 @@ def test_a_reused_pid_of_an_excluded_child_is_a_member(proc: Path) -> None:
     assert Membership(BOSS).includes(202, proc_root=proc)  # without the record: a member
 
 
-def test_the_launch_file_carries_the_excluded_children(tmp_path: Path) -> None:
-    """``ecpa run`` started by a shell that forked an agent first: launch.json names it."""
+def _launch_dir(stderr: str) -> Path:
+    directory = Path(stderr.split(" in ", 1)[1].strip())
+    return directory if directory.is_absolute() else Path.cwd() / directory
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _holding(tmp_path: Path, command: str) -> subprocess.Popen[str]:
+    """``sh -c 'sleep 30 & exec ecpa run -- COMMAND'``: an ``ecpa run`` whose pid has a child."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
     env["PYTHONPATH"] = str(ROOT)
     ecpa = Path(sys.executable).parent / "ecpa"
-    script = f"sleep 30 & exec {ecpa} run --evidence-dir {tmp_path / 'runs'} -- sleep 3"
-    shell = subprocess.Popen(["sh", "-c", script], env=env, stderr=subprocess.PIPE, text=True)
-    started: list[int] = [shell.pid]
+    script = f"sleep 30 & exec {ecpa} run --grace 5 --evidence-dir {tmp_path / 'runs'} -- {command}"
+    return subprocess.Popen(
+        ["sh", "-c", script], env=env, stderr=subprocess.PIPE, text=True, process_group=0
+    )
+
+
+def _agents_of(shell: subprocess.Popen[str], directory: Path) -> list[int]:
+    """The shell's children other than the launch's supervisor: the agent it forked."""
+    boss = json.loads((directory / "launch.json").read_text())["supervisor"]["pid"]
+    return [p for p, _ in children_now(shell.pid) if p != boss]
+
+
+def _stop(shell: subprocess.Popen[str], started: list[int]) -> None:
+    alive = shell.poll() is None
+    for pid in [p for p, _ in children_now(shell.pid)] * alive + started:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    shell.wait(timeout=30)
+    if shell.stderr is not None:
+        shell.stderr.close()
+
+
+def test_an_ecpa_run_with_children_supervises_from_a_fresh_process(tmp_path: Path) -> None:
+    """``ecpa run`` started by a shell that forked an agent first: it forks, and the child,
+    which has no other children, is the launch's supervisor; the agent is no member, is never
+    signalled, and outlives the launch; the command's status passes through the holder."""
+    shell = _holding(tmp_path, "sleep 3")
+    started: list[int] = []
     try:
         assert shell.stderr is not None
-        line = shell.stderr.readline()
-        directory = Path(line.split(" in ", 1)[1].strip())
-        directory = directory if directory.is_absolute() else Path.cwd() / directory
+        directory = _launch_dir(shell.stderr.readline())
         doc = json.loads((directory / "launch.json").read_text())
-        [agent] = doc["excluded_children"]
-        started.append(agent["pid"])
-        assert Path(f"/proc/{agent['pid']}/cmdline").read_bytes().startswith(b"sleep\x00")
+        assert doc["excluded_children"] == []  # a fresh process: it has none
+        [agent] = _agents_of(shell, directory)
+        started.append(agent)
+        assert Path(f"/proc/{agent}/cmdline").read_bytes().startswith(b"sleep\x00")
         expected = launch_from_file(directory / "launch.json")
         assert expected.membership is not None
-        assert expected.membership.supervisor == shell.pid  # exec: the shell's pid
-        assert not expected.membership.includes(agent["pid"])
+        assert expected.membership.supervisor != shell.pid
+        assert _ppid(expected.membership.supervisor) == shell.pid  # forked by the holder
+        assert not expected.membership.includes(agent)
+        assert not expected.membership.includes(shell.pid)
         status = shell.wait(timeout=60)
-        started.remove(shell.pid)  # reaped: its pid may be anyone's now
         assert status == 0
+        assert json.loads((directory / "exit.json").read_text())["exit_status"] == 0
         time.sleep(0.2)
         # The supervisor never signalled the agent: it outlives the launch, as it should.
-        assert Path(f"/proc/{agent['pid']}").exists()
+        assert Path(f"/proc/{agent}").exists()
     finally:
-        alive = shell.poll() is None
-        for pid in [p for p, _ in children_now(shell.pid)] * alive + started:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _stop(shell, started)
+
+
+@pytest.mark.parametrize("how", ["pid", "group"])
+def test_a_signal_to_the_holder_reaches_the_launch_once(tmp_path: Path, how: str) -> None:
+    """A SIGTERM to the holder's pid (``docker stop``, systemd's main pid) or to its process
+    group (a terminal's ^C, ``kill -- -PGID``) reaches the supervisor once: the command gets
+    SIGTERM, and the grace period runs (a second signal would be SIGKILL at once)."""
+    trap = "trap 'echo got-term >&2; sleep 1; exit 7' TERM; while :; do sleep 0.1; done"
+    shell = _holding(tmp_path, f"sh -c {shlex.quote(trap)}")
+    started: list[int] = []
+    try:
+        assert shell.stderr is not None
+        directory = _launch_dir(shell.stderr.readline())
+        started.extend(_agents_of(shell, directory))
+        time.sleep(1)  # the command runs, its trap set
+        if how == "pid":
+            os.kill(shell.pid, signal.SIGTERM)
+        else:
+            os.killpg(os.getpgid(shell.pid), signal.SIGTERM)
+        status = shell.wait(timeout=60)
+        rest = shell.stderr.read()
+        assert status == 7, rest  # the trap ran to its end: no SIGKILL came
+        assert rest.count("got-term") == 1, rest
+        assert "second signal" not in rest, rest
+        assert json.loads((directory / "exit.json").read_text())["exit_status"] == 7
+    finally:
+        _stop(shell, started)
+
+
+def test_a_killed_holder_stops_the_launch_in_order(tmp_path: Path) -> None:
+    """SIGKILL of the holder: the supervisor gets SIGTERM (its parent-death signal), stops the
+    command's tree and writes exit.json."""
+    shell = _holding(tmp_path, "sleep 60")
+    started: list[int] = []
+    try:
+        assert shell.stderr is not None
+        directory = _launch_dir(shell.stderr.readline())
+        started.extend(_agents_of(shell, directory))
+        boss = json.loads((directory / "launch.json").read_text())["supervisor"]["pid"]
+        time.sleep(0.5)
+        shell.kill()
         shell.wait(timeout=30)
-        if shell.stderr is not None:
-            shell.stderr.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (directory / "exit.json").exists():
+            time.sleep(0.1)
+        assert json.loads((directory / "exit.json").read_text())["signal"] == signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and Path(f"/proc/{boss}").exists():
+            time.sleep(0.1)
+        assert not Path(f"/proc/{boss}").exists() or _zombie(boss)
+    finally:
+        _stop(shell, started)
+
+
+def _zombie(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    return True
 
 
 AGENT = r"""
@@ -153,8 +241,8 @@ def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path:
         directory = Path(line.split(" in ", 1)[1].strip())
         directory = directory if directory.is_absolute() else Path.cwd() / directory
         doc = json.loads((directory / "launch.json").read_text())
-        [excluded] = doc["excluded_children"]
-        started.append(excluded["pid"])
+        assert doc["excluded_children"] == []  # supervised from a fresh process
+        started.extend(p for p, _ in children_now(shell.pid) if p != doc["supervisor"]["pid"])
         verdicts = []
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

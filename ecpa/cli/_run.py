@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from ecpa.cli._common import fail_usage, safe
+from ecpa.launcher.fresh import fresh_supervisor
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
 from ecpa.runtime.launch import Slot
 from ecpa.runtime.plan import plan_from_dict
@@ -50,7 +51,9 @@ session with SIGTERM as its parent-death signal. When the command exits, or
 on SIGINT/SIGTERM/SIGHUP/SIGQUIT, the whole tree gets the signal (SIGTERM
 after an exit), SIGKILL --grace seconds later; a second signal: SIGKILL now.
 Each scheduler process enrolls its own key through enroll.sock; no private
-key is written to disk.
+key is written to disk. An ecpa run whose pid already has children (an agent
+forked before exec ecpa run) forks first and supervises from the child, so
+nothing of theirs joins the launch; the parent passes signals on.
 
 \b
 Exit status: the command's (128 + N when signal N killed it, 127 not found,
@@ -107,12 +110,12 @@ def run_command(
         parsed = [Slot.parse(s.strip()) for s in slots.split(",")]
         doc = {**chosen.to_dict(), "slots": [s.to_dict() for s in parsed]}
         chosen = plan_from_dict(doc, "--slots", default_issuer=chosen.issuer)
+    if standalone[0]:  # a process of its own: children from before exec are not the launch's
+        fresh_supervisor(say=_say)
     launch = prepare_launch(chosen, evidence_dir, now=int(time.time()), environ=os.environ)
     typer.echo(f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True)
 
-    def say(line: str) -> None:  # said loudly; the command's status still passes through
-        with contextlib.suppress(OSError):  # a closed stderr must not stop the supervision
-            typer.echo(f"ecpa run: {safe(line)}", err=True)
+    say = _say
 
     # Supervising, a closed pipe on stderr must be an error to ignore, not a signal that
     # kills ecpa run half way (the command still gets SIGPIPE by default: the exec wrapper
@@ -135,6 +138,11 @@ def run_command(
             sys.stderr.flush()
         os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # so no late flush can fail either
     raise typer.Exit(result.status)
+
+
+def _say(line: str) -> None:  # said loudly; the command's status still passes through
+    with contextlib.suppress(OSError):  # a closed stderr must not stop the supervision
+        typer.echo(f"ecpa run: {safe(line)}", err=True)
 
 
 def _signal_name(number: int) -> str:
