@@ -42,8 +42,12 @@ def describe_mode(mode: int) -> str:
     return f"a file of mode {stat.filemode(mode)}"
 
 
-def open_regular(path: str | os.PathLike[str], code: ErrorCode) -> BinaryIO:
-    """``path`` opened for reading, if it is a regular file and not a symlink.
+def open_regular(
+    path: str | os.PathLike[str], code: ErrorCode, *, dir_fd: int | None = None
+) -> BinaryIO:
+    """``path`` opened for reading, if it is a regular file and not a symlink. With
+    ``dir_fd``, the file named ``path``'s last part in the directory open as ``dir_fd``,
+    wherever that directory is now (``path`` then names it in messages).
 
     Raises:
         EcpaError: ``code``, naming the path and what was found (missing, a symlink, a FIFO,
@@ -53,7 +57,9 @@ def open_regular(path: str | os.PathLike[str], code: ErrorCode) -> BinaryIO:
     if "\0" in str(name):
         raise EcpaError(code, f"expected a file name without NUL bytes, found {name!r}")
     try:
-        fd = os.open(name, _READ_FLAGS)
+        fd = os.open(
+            os.path.basename(name) if dir_fd is not None else name, _READ_FLAGS, dir_fd=dir_fd
+        )
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             found = "a symlink (not followed)"
@@ -143,11 +149,11 @@ def _check_up(
         current = parent
 
 
-def read_bounded(path: Path, limit: int, code: ErrorCode) -> bytes:
-    """The whole regular file at ``path`` (see :func:`open_regular`) if it holds at most
-    ``limit`` bytes; else ``EcpaError(code)`` naming what was expected and found. Never reads
-    more than ``limit + 1`` bytes."""
-    with open_regular(path, code) as fh:
+def read_bounded(path: Path, limit: int, code: ErrorCode, *, dir_fd: int | None = None) -> bytes:
+    """The whole regular file at ``path`` (see :func:`open_regular`, ``dir_fd`` as there) if
+    it holds at most ``limit`` bytes; else ``EcpaError(code)`` naming what was expected and
+    found. Never reads more than ``limit + 1`` bytes."""
+    with open_regular(path, code, dir_fd=dir_fd) as fh:
         try:
             data = fh.read(limit + 1)
         except OSError as exc:

@@ -428,3 +428,60 @@ def test_a_symlink_in_a_directory_others_may_write_is_judged_too(tmp_path: Path)
         check_ancestors(
             shared / "link" / "launch", ErrorCode.INVALID_INPUT, what="launch directory"
         )
+
+
+#: A scheduler of the launch that waits until the test has moved the launch directory (and
+#: put a decoy at its old path), then enrolls through the socket where it now is.
+ENROLL_AFTER_MOVE = """
+import os, sys, time
+from pathlib import Path
+import ecpa
+from ecpa.runtime.enroll import Request, enroll
+from ecpa.runtime.launch import Slot
+from ecpa.runtime.process import read_identity
+moved, out = Path(sys.argv[1]), Path(sys.argv[2])
+deadline = time.monotonic() + 30
+while not moved.exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+key = ecpa.SigningKey.generate()
+kid = enroll(moved / "enroll.sock", Request(key.public_key.to_b64(), Slot("scheduler", 0),
+                                            read_identity()))
+out.write_text(kid)
+"""
+
+
+def test_a_launch_directory_moved_while_it_runs_keeps_getting_its_writes(tmp_path: Path) -> None:
+    """The launch directory renamed away while the launch runs, a decoy directory with a
+    trust store of its own put at its old path: enrollment's trust.json, the closing of the
+    key windows and exit.json all go to the launch's own directory, never to the decoy, and
+    ``ecpa run`` says the directory was moved."""
+    from tests._launch_helpers import Launches
+
+    runs = tmp_path / "runs"
+    launches = Launches(tmp_path)
+    out = tmp_path / "kid"
+    try:
+        moved = runs / "moved"
+        proc, directory = launches.start(
+            sys.executable, "-c", ENROLL_AFTER_MOVE, str(moved), str(out), evidence_dir=runs
+        )
+        time.sleep(0.5)
+        directory.rename(moved)
+        directory.mkdir(mode=0o700)
+        decoy = b'{"schema": "ecpa-trust-store/0.1", "keys": []}\n'
+        (directory / "trust.json").write_bytes(decoy)
+        (directory / "launch.json").write_bytes((moved / "launch.json").read_bytes())
+        assert proc.wait(timeout=60) == 0
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        kid = out.read_text()
+        trust = json.loads((moved / "trust.json").read_text())
+        [entry] = trust["keys"]
+        assert entry["kid"] == kid
+        exit_doc = json.loads((moved / "exit.json").read_text())
+        assert entry["not_after"] <= exit_doc["ended_at"]  # the window closed at the end
+        assert (directory / "trust.json").read_bytes() == decoy  # the decoy untouched
+        assert not (directory / "exit.json").exists()
+        assert f"the launch directory was moved away from {directory}" in err, err
+    finally:
+        launches.cleanup()

@@ -108,6 +108,9 @@ class EnrollServer:
     skew_s: int = 5
     proc_root: Path = PROC
     host: str | None = None
+    #: The launch directory, open: ``trust.json`` is written and the socket removed in it,
+    #: wherever it is moved meanwhile (None: by their paths).
+    dir_fd: int | None = None
     enrolled: dict[ProcessIdentity, Enrolled] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
     pending: dict[int, _Pending] = field(default_factory=dict)
@@ -281,7 +284,7 @@ class EnrollServer:
             return doc
 
         try:  # step 6: the store checks the key by every rule before it is written
-            update_trust_file(self.trust_file, add, timeout=_LOCK_TIMEOUT_S)
+            update_trust_file(self.trust_file, add, timeout=_LOCK_TIMEOUT_S, dir_fd=self.dir_fd)
         except EcpaError as exc:
             raise self._refuse(exc.detail) from None
         self.enrolled[actual] = Enrolled(kid, actual, request)
@@ -295,4 +298,7 @@ class EnrollServer:
         if sock is not None:
             sock.close()
             with contextlib.suppress(OSError):
-                os.unlink(self.path)
+                if self.dir_fd is None:
+                    os.unlink(self.path)
+                else:
+                    os.unlink(self.path.name, dir_fd=self.dir_fd)

@@ -29,14 +29,13 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from ecpa._files import check_private_dir as _check_private_dir
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.launcher._write import json_bytes, private_dir, write_atomic
+from ecpa.launcher._write import identity, json_bytes, open_directory, private_dir, write_atomic
+from ecpa.launcher.directory import Launch, _time, finish_launch, moved_away, open_launch_dir
 from ecpa.launcher.enroll import EnrollServer
 from ecpa.launcher.plan import (
     BUNDLE_GROUP,
@@ -47,13 +46,11 @@ from ecpa.launcher.plan import (
     load_plan,
 )
 from ecpa.launcher.supervise import FORWARDED, LaunchExit, Supervisor
-from ecpa.profile._json import MAX_SAFE_INTEGER
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.runtime.launch import EXIT_SCHEMA
 from ecpa.runtime.membership import Membership, children_now
 from ecpa.runtime.plan import Plan, launch_document, plan_from_dict
 from ecpa.runtime.process import BINDING_ENV_NAMES, ProcessIdentity, read_identity
-from ecpa.runtime.trust_file import update_trust_file
 
 __all__ = [
     "BINDING_NAMES",
@@ -83,63 +80,11 @@ BINDING_NAMES = (*BINDING_ENV_NAMES, "ECPA_EMIT_INTERVAL_S")
 CLOCK_SKEW_S = 5
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _bad(detail: str) -> EcpaError:
     return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One prepared launch: its identity, its directory and the command's environment."""
-
-    plan: Plan
-    launch_id: str
-    challenge: str
-    started_at: int
-    directory: Path
-    supervisor: ProcessIdentity
-    #: The variables the launch adds.
-    binding: Mapping[str, str] = field(hash=False)
-    #: The command's whole environment: the caller's, plus :attr:`binding`.
-    env: Mapping[str, str] = field(hash=False, repr=False)
-    #: The supervisor's children from before the command (pid, start ticks): not members.
-    excluded: frozenset[tuple[int, int]] = frozenset()
-
-    @property
-    def launch_file(self) -> Path:
-        """``launch.json``: what the launch's evidence must be bound to."""
-        return self.directory / "launch.json"
-
-    @property
-    def trust_file(self) -> Path:
-        """``trust.json``: the launch's trust store, its enrolled process keys."""
-        return self.directory / "trust.json"
-
-    @property
-    def enroll_socket(self) -> Path:
-        """``enroll.sock``: where scheduler processes enroll their keys (mode 0600)."""
-        return self.directory / "enroll.sock"
-
-    @property
-    def evidence_dir(self) -> Path:
-        """``evidence/``: the ``ECPA_EVIDENCE_DIR`` (mode 0700)."""
-        return self.directory / "evidence"
-
-    @property
-    def process_logs(self) -> Path:
-        """``evidence/<launch_id>/``: one ``<kid>.jsonl`` log per process (mode 0700)."""
-        return self.evidence_dir / self.launch_id
-
-    @property
-    def exit_file(self) -> Path:
-        """``exit.json``: how the command ended, once it has."""
-        return self.directory / "exit.json"
-
-    @property
-    def ends_at(self) -> int:
-        """The end of the plan's maximum duration: no key is valid past it."""
-        return self.started_at + self.plan.max_duration_s
 
 
 def check_environment(environ: Mapping[str, str]) -> None:
@@ -168,12 +113,6 @@ def check_private_dir(path: Path, *, what: str = "directory") -> None:
         EcpaError: ``ECPA_INVALID_INPUT`` naming the path, its owner and its mode.
     """
     _check_private_dir(path, ErrorCode.INVALID_INPUT, what=what)
-
-
-def _time(value: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INTEGER:
-        raise _bad(f"expected {what} as Unix seconds within [0, 2**53-1], found {value!r}")
-    return value
 
 
 def _evidence_root(root: Path) -> None:
@@ -219,6 +158,7 @@ def prepare_launch(
     directory = root / f"launch-{token}"
     try:
         private_dir(directory)
+        fd = open_directory(directory)
     except OSError as exc:
         raise _io_error("create a launch directory in", root, exc) from None
     absolute = directory.absolute()  # the command may change its working directory
@@ -244,24 +184,32 @@ def prepare_launch(
         binding=MappingProxyType(binding),
         env=MappingProxyType({**environ, **binding}),
         excluded=children_now(boss.pid),
+        inode=identity(fd),
     )
     try:
-        _write_directory(launch)
+        _write_directory(launch, fd)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)  # ours, just made: no half launch left
         raise
+    finally:
+        os.close(fd)
     return launch
 
 
-def _write_directory(launch: Launch) -> None:
+def _write_directory(launch: Launch, fd: int) -> None:
+    """Everything of a new launch directory, written through ``fd`` (the directory made)."""
     trust = {"schema": TRUST_STORE_SCHEMA, "keys": []}
     TrustStore.from_dict(trust)
     try:
-        private_dir(launch.evidence_dir)
-        private_dir(launch.process_logs)
+        private_dir(launch.evidence_dir, dir_fd=fd)
+        evidence = os.open(launch.evidence_dir.name, _DIR_FLAGS, dir_fd=fd)
+        try:
+            private_dir(launch.process_logs, dir_fd=evidence)
+        finally:
+            os.close(evidence)
     except OSError as exc:
         raise _io_error("write the launch directory", launch.directory, exc) from None
-    write_atomic(launch.trust_file, json_bytes(trust))
+    write_atomic(launch.trust_file, json_bytes(trust), dir_fd=fd)
     doc = launch_document(
         launch.plan,
         launch_id=launch.launch_id,
@@ -270,7 +218,7 @@ def _write_directory(launch: Launch) -> None:
         supervisor=launch.supervisor,
         excluded=launch.excluded,
     )
-    write_atomic(launch.launch_file, json_bytes(doc))  # last: a complete launch
+    write_atomic(launch.launch_file, json_bytes(doc), dir_fd=fd)  # last: a complete launch
 
 
 def run_launch(
@@ -281,23 +229,34 @@ def run_launch(
     say: Callable[[str], None] = lambda line: None,
     clock: Callable[[], float] = time.time,
     supervisor: Supervisor | None = None,
+    dir_fd: int | None = None,
 ) -> LaunchExit:
     """Serve the launch's enrollment socket and run ``command`` (a program and its
     arguments, looked up on the environment's ``PATH``) with the launch's environment under
     a :class:`~ecpa.launcher.supervise.Supervisor`, until its whole tree is gone.
 
     Signals are recorded only while ``supervisor.handlers()`` is active (see
-    :func:`supervise_launch`). A command that cannot be started is not an error: its
-    :class:`LaunchExit` has status 127 (not found) or 126 (not executable).
+    :func:`supervise_launch`). Enrollment writes ``trust.json`` in the launch directory
+    open as ``dir_fd`` (default: :func:`~ecpa.launcher.directory.open_launch_dir`, closed
+    on return), wherever it is moved meanwhile. A command that cannot be started is not an
+    error: its :class:`LaunchExit` has status 127 (not found) or 126 (not executable).
 
     Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for an empty command, a negative ``grace`` or a
-            socket that cannot be made.
+        EcpaError: ``ECPA_INVALID_INPUT`` for an empty command, a negative ``grace``, a
+            launch directory gone or replaced, or a socket that cannot be made.
     """
     if not command or not command[0]:
         raise _bad("expected a COMMAND to run, found none")
     if not (math.isfinite(grace) and grace >= 0):
         raise _bad(f"expected a grace period >= 0 seconds, found {grace}")
+    if dir_fd is None:
+        fd = open_launch_dir(launch)
+        try:
+            return run_launch(
+                launch, command, grace=grace, say=say, clock=clock, supervisor=supervisor, dir_fd=fd
+            )
+        finally:
+            os.close(fd)
     server = EnrollServer(
         path=launch.enroll_socket,
         trust_file=launch.trust_file,
@@ -306,8 +265,12 @@ def run_launch(
         not_after=launch.ends_at,
         clock=clock,
         skew_s=CLOCK_SKEW_S,
+        dir_fd=dir_fd,
     )
     server.listen()
+    if moved_away(launch, dir_fd):  # bound by path: it must be in the launch's directory
+        server.close()
+        raise _bad(f"expected the launch directory at {launch.directory}, found it moved away")
     boss = supervisor if supervisor is not None else Supervisor(grace=grace, say=say)
     boss.enroll = server
     boss.membership = server.membership
@@ -315,59 +278,6 @@ def run_launch(
         return boss.run(command, dict(launch.env))
     finally:
         server.close()
-
-
-def _closing(ended_at: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The change that ends every key's window at ``ended_at`` (each enrolled process key of
-    the launch; other changes made meanwhile, a disabled key, stay)."""
-
-    def change(doc: dict[str, Any]) -> dict[str, Any]:
-        keys = doc.get("keys")
-        if not isinstance(keys, list):
-            raise EcpaError(
-                ErrorCode.TRUST_STORE_CONFIG,
-                "expected the launch's trust store with a 'keys' array, "
-                f"found {type(keys).__name__}",
-            )
-        for entry in keys:
-            if isinstance(entry, dict) and type(entry.get("not_after")) is int:
-                before = entry.get("not_before")
-                floor = before if type(before) is int else 0
-                entry["not_after"] = max(floor, min(entry["not_after"], ended_at))
-        return doc
-
-    return change
-
-
-def finish_launch(launch: Launch, *, ended_at: int, result: LaunchExit) -> None:
-    """Record the end of a launch: close every key's window at ``ended_at`` in
-    ``trust.json`` (under its lock, atomically), and write ``exit.json``: ``{"schema":
-    "ecpa-launch-exit/0.1", "ended_at", "exit_status", "signal", "error"}``. Each is
-    attempted even when the other fails (a full disk, say).
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for a bad ``ended_at``, or naming every file that
-            could not be written, after both were attempted.
-    """
-    _time(ended_at, "ended_at")
-    problems: list[str] = []
-    try:
-        update_trust_file(launch.trust_file, _closing(ended_at))
-    except EcpaError as exc:
-        problems.append(f"closing the key windows in trust.json: {exc.detail}")
-    record = {
-        "schema": EXIT_SCHEMA,
-        "ended_at": ended_at,
-        "exit_status": result.status,
-        "signal": result.signal,
-        "error": result.error,
-    }
-    try:
-        write_atomic(launch.exit_file, json_bytes(record))
-    except EcpaError as exc:
-        problems.append(f"writing exit.json: {exc.detail}")
-    if problems:
-        raise _bad("; ".join(problems))
 
 
 def supervise_launch(
@@ -391,12 +301,21 @@ def supervise_launch(
         EcpaError: as :func:`run_launch`.
     """
     boss = Supervisor(grace=grace, say=say)
-    with boss.handlers(then_ignore=then_ignore):
-        result = run_launch(launch, command, grace=grace, say=say, clock=clock, supervisor=boss)
-        problems: list[str] = []
-        try:
-            finish_launch(launch, ended_at=int(clock()), result=result)
-        except EcpaError as exc:
-            problems.append(exc.detail)
-            say(f"{exc.code.value}: {exc.detail}")
+    fd = open_launch_dir(launch)  # one directory, from start to end, whatever its name
+    try:
+        with boss.handlers(then_ignore=then_ignore):
+            result = run_launch(
+                launch, command, grace=grace, say=say, clock=clock, supervisor=boss, dir_fd=fd
+            )
+            problems: list[str] = []
+            try:
+                finish_launch(launch, ended_at=int(clock()), result=result, dir_fd=fd)
+            except EcpaError as exc:
+                problems.append(exc.detail)
+                say(f"{exc.code.value}: {exc.detail}")
+            if moved_away(launch, fd):
+                problems.append(f"the launch directory was moved away from {launch.directory}")
+                say(f"{problems[-1]}: trust.json and exit.json were written in it, wherever it is")
+    finally:
+        os.close(fd)
     return result, problems

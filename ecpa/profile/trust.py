@@ -198,14 +198,15 @@ class TrustStore:
         return self.document.model_dump(by_alias=True, exclude_none=True)
 
 
-def read_document(path: str | Path) -> dict[str, Any]:
-    """Read a trust store file as plain JSON values, strictly, without checking its rules.
+def read_document(path: str | Path, *, dir_fd: int | None = None) -> dict[str, Any]:
+    """Read a trust store file as plain JSON values, strictly, without checking its rules
+    (``path`` relative to the directory open as ``dir_fd`` when given).
 
     Raises:
         EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable file or bad JSON.
     """
     path = Path(path)
-    data = read_bounded(path, MAX_TRUST_STORE_BYTES, ErrorCode.TRUST_STORE_CONFIG)
+    data = read_bounded(path, MAX_TRUST_STORE_BYTES, ErrorCode.TRUST_STORE_CONFIG, dir_fd=dir_fd)
     try:
         return parse_object(data, what=str(path))
     except EcpaError as exc:

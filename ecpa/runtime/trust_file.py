@@ -40,10 +40,12 @@ def store_bytes(doc: dict[str, Any]) -> bytes:
     return (json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-def _lock_directory(directory: Path, timeout: float) -> int:
+def _lock_directory(directory: Path, timeout: float, dir_fd: int | None) -> int:
+    """A new descriptor of the store's directory (``dir_fd``'s directory when given,
+    wherever it is now; else ``directory``), locked."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     try:
-        fd = os.open(directory, flags)
+        fd = os.open(".", flags, dir_fd=dir_fd) if dir_fd is not None else os.open(directory, flags)
     except OSError as exc:
         raise _config(
             f"expected a directory for the trust store at {directory}, found: {exc.strerror}"
@@ -64,11 +66,13 @@ def _lock_directory(directory: Path, timeout: float) -> int:
             time.sleep(_POLL_S)
 
 
-def _write_replacing(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+def _write_replacing(path: Path, data: bytes, mode: int, dir_fd: int) -> None:
+    """``data`` as the file ``path.name`` in the directory open as ``dir_fd`` (``path`` only
+    for messages): a new file renamed into place, the directory synced."""
+    tmp = f".{path.name}.{secrets.token_hex(6)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, flags, mode)
+        fd = os.open(tmp, flags, mode, dir_fd=dir_fd)
         try:
             os.fchmod(fd, mode)  # whatever the umask left: the store keeps its mode
             view = memoryview(data)
@@ -77,15 +81,11 @@ def _write_replacing(path: Path, data: bytes, mode: int) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.fsync(dir_fd)
     except OSError as exc:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise _config(f"expected to write the trust store {path}, found: {exc.strerror}") from None
 
 
@@ -96,9 +96,13 @@ def update_trust_file(
     create: bool = False,
     new_mode: int = 0o644,
     timeout: float = 10.0,
+    dir_fd: int | None = None,
 ) -> dict[str, Any]:
     """Apply ``change`` to the trust store at ``path`` under an exclusive lock and replace
-    the file atomically; return the new document.
+    the file atomically; return the new document. With ``dir_fd``, the store is the file
+    named ``path``'s last part in the directory open as ``dir_fd``, wherever that directory
+    has been moved (``path`` then only names it in messages): ``ecpa run`` keeps writing its
+    own launch's store even when someone renames the launch directory.
 
     ``change`` gets the current document (an empty store when the file is missing and
     ``create``) and returns the new one, which must load by every rule of PROFILE §5 before
@@ -111,10 +115,10 @@ def update_trust_file(
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
-    lock = _lock_directory(directory, timeout)
+    lock = _lock_directory(directory, timeout, dir_fd)
     try:
         try:
-            st: os.stat_result | None = os.lstat(target)
+            st: os.stat_result | None = os.lstat(target.name, dir_fd=lock)
         except FileNotFoundError:
             st = None
         except OSError as exc:
@@ -129,11 +133,11 @@ def update_trust_file(
                 raise _config(
                     f"expected a regular trust store file at {target}, found another kind"
                 )
-            doc = read_document(target)
+            doc = read_document(target, dir_fd=lock)
             mode = stat.S_IMODE(st.st_mode)
         new = change(doc)
         TrustStore.from_dict(new)  # every rule of PROFILE §5 before anything is written
-        _write_replacing(target, store_bytes(new), mode)
+        _write_replacing(target, store_bytes(new), mode, lock)
         return new
     finally:
         os.close(lock)
