@@ -383,3 +383,48 @@ def test_max_abstain_comes_from_the_launch_and_can_be_overridden() -> None:
     expected = replace(EXPECTED, slots=(S0,))
     assert launch.derive(expected=expected).effective  # 10 s of abstaining, 30 allowed
     assert not launch.derive(expected=replace(expected, max_abstain_s=5)).effective
+
+
+def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 0.2 counters record (no ``last_selection_at``) in a launch that names
+    ``max_abstain_s``: a plugin that only abstains would go unnoticed, so the slot is not
+    covered, and the reason says what was expected and found. In a launch that does not
+    name it (an older launch.json) the record still counts, with a note."""
+    import json
+
+    from ecpa.observer import _record
+    from ecpa.profile.jcs import canonicalize
+    from ecpa.runtime.launch import expected_from_dict
+
+    original = _record.counters_record
+
+    def older(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
+        doc = json.loads(original(plugin_id, identity, window))
+        del doc["changed"], doc["last_selection_at"]
+        doc["schema"] = "ecpa-dispatch-counters/0.2"
+        return canonicalize(doc)
+
+    monkeypatch.setattr(_record, "counters_record", older)
+    launch = Launch()
+    launch.write(S0, proc(11), 1)
+    expected = replace(EXPECTED, slots=(S0,))
+    assert not expected.judges_abstention
+    status = launch.derive(expected=expected)
+    assert status.effective
+    assert any(
+        r.startswith("note: abstention not judged") for r in slot_reasons(status, "scheduler.0")
+    )
+    status = launch.derive(expected=replace(expected, judges_abstention=True))
+    assert not status.effective
+    assert (
+        "abstention unknown: expected a counters record with last_selection_at "
+        "(ecpa-dispatch-counters/0.3), found ecpa-dispatch-counters/0.2 (max_abstain_s 30 s)"
+    ) in slot_reasons(status, "scheduler.0")
+    doc = {
+        "plan_id": "p", "launch_id": "l", "plugin_id": "x", "artifact_digest": "d",
+        "process_epoch": 1, "challenge": "c",
+    }  # fmt: skip
+    assert not expected_from_dict(doc, "launch.json").judges_abstention
+    assert expected_from_dict({**doc, "max_abstain_s": 30}, "launch.json").judges_abstention

@@ -153,6 +153,10 @@ class ExpectedLaunch:
     version: str = "0.1"
     #: A slot whose plugin was called without selecting for longer than this is not covered.
     max_abstain_s: int = 30
+    #: Whether the launch names ``max_abstain_s`` (``launch.json`` of ``ecpa run`` 0.3 on, or
+    #: ``--max-abstain``): then a counters record that cannot show abstention (no
+    #: ``last_selection_at``: 0.2) does not cover its slot.
+    judges_abstention: bool = False
     supervisor: ProcessIdentity | None = None
     #: The supervisor's children from before the command (pid, start ticks): not members.
     excluded: frozenset[tuple[int, int]] = frozenset()
@@ -194,7 +198,7 @@ def expected_from_dict(
         raise _bad(f"{what}: expected heartbeat_window_s >= 1, found 0")
     if launch.max_abstain_s == 0:
         raise _bad(f"{what}: expected max_abstain_s >= 1, found 0")
-    return ExpectedLaunch(**launch.model_dump())
+    return ExpectedLaunch(**launch.model_dump(), judges_abstention="max_abstain_s" in doc)
 
 
 _LAUNCH_EXTRA = ("schema", "issuer", "kid", "subject", "started_at", "emit_interval_s")

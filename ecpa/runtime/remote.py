@@ -238,7 +238,7 @@ def status_from_store(
             clock_note = f"now: {now}, the database server's clock"
         expected = launch_from_bytes(row.launch_doc, where)
         if max_abstain is not None:  # replaces the launch's max_abstain_s
-            expected = replace(expected, max_abstain_s=max_abstain)
+            expected = replace(expected, max_abstain_s=max_abstain, judges_abstention=True)
         boss = expected.supervisor
         if expected.version != "0.2" or boss is None:
             raise EcpaError(

@@ -125,7 +125,7 @@ def status_from_launch_dir(
     check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
     expected = launch_from_file(directory / "launch.json")
     if max_abstain is not None:
-        expected = replace(expected, max_abstain_s=max_abstain)
+        expected = replace(expected, max_abstain_s=max_abstain, judges_abstention=True)
     ended = launch_ended(directory / "exit.json")
     evidence = directory / "evidence"
     if os.path.lexists(evidence):

@@ -156,17 +156,25 @@ class Judge:
         """RUNTIME.md "Round 3": a plugin called without selecting for longer than
         ``max_abstain_s`` does not cover its slot (a predictor gone away: every call
         abstains, the counters stay cumulative). Idle (no calls since the newest selection)
-        is not abstaining. A record without ``last_selection_at`` (0.1, 0.2) cannot say."""
+        is not abstaining. A record without ``last_selection_at`` (0.1, 0.2) cannot say: it
+        does not cover a slot of a launch that names ``max_abstain_s``."""
         last_call = counters.get("last_dispatch_at")
         last_selection = counters.get("last_selection_at")
         limit = self.expected.max_abstain_s
         if counters.get("schema") == "ecpa-dispatch-counters/0.1":
             return  # a 0.1 launch: nothing to say
         if type(last_call) is not int or type(last_selection) is not int:
-            passed.append(
-                f"note: abstention not judged, no last_selection_at in a "
-                f"{counters.get('schema')} record (max_abstain_s {limit} s)"
-            )
+            if self.expected.judges_abstention:  # a launch that asks, an observer that cannot say
+                failed.append(
+                    f"abstention unknown: expected a counters record with last_selection_at "
+                    f"(ecpa-dispatch-counters/0.3), found {counters.get('schema')} "
+                    f"(max_abstain_s {limit} s)"
+                )
+            else:
+                passed.append(
+                    f"note: abstention not judged, no last_selection_at in a "
+                    f"{counters.get('schema')} record (max_abstain_s {limit} s)"
+                )
             return
         span = last_call - last_selection
         if span > limit:
