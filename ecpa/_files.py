@@ -57,9 +57,7 @@ def open_regular(
     if "\0" in str(name):
         raise EcpaError(code, f"expected a file name without NUL bytes, found {name!r}")
     try:
-        fd = os.open(
-            os.path.basename(name) if dir_fd is not None else name, _READ_FLAGS, dir_fd=dir_fd
-        )
+        fd = os.open(Path(name).name if dir_fd is not None else name, _READ_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             found = "a symlink (not followed)"

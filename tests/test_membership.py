@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -154,6 +155,112 @@ def test_a_signal_to_the_holder_reaches_the_launch_once(tmp_path: Path, how: str
         assert json.loads((directory / "exit.json").read_text())["exit_status"] == 7
     finally:
         _stop(shell, started)
+
+
+def test_a_signal_to_every_process_is_one_request(tmp_path: Path) -> None:
+    """A review finding: a SIGTERM sent to every process (systemd's control-group kill,
+    ``pkill``) reaches the supervisor directly and through the holder; it was taken as a
+    second signal (SIGKILL at once, the grace skipped). Within 0.5 s it is one request."""
+    trap = "trap 'echo got-term >&2; sleep 1; exit 7' TERM; while :; do sleep 0.1; done"
+    shell = _holding(tmp_path, f"sh -c {shlex.quote(trap)}")
+    started: list[int] = []
+    try:
+        assert shell.stderr is not None
+        directory = _launch_dir(shell.stderr.readline())
+        started.extend(_agents_of(shell, directory))
+        boss = json.loads((directory / "launch.json").read_text())["supervisor"]["pid"]
+        time.sleep(1)
+        os.kill(boss, signal.SIGTERM)
+        time.sleep(0.1)
+        os.kill(shell.pid, signal.SIGTERM)
+        status = shell.wait(timeout=60)
+        rest = shell.stderr.read()
+        assert status == 7, rest
+        assert "the same request" in rest, rest
+        assert "second signal" not in rest, rest
+    finally:
+        _stop(shell, started)
+
+
+def test_a_supervisor_killed_by_a_signal_is_the_holders_status(tmp_path: Path) -> None:
+    shell = _holding(tmp_path, "sleep 60")
+    started: list[int] = []
+    try:
+        assert shell.stderr is not None
+        directory = _launch_dir(shell.stderr.readline())
+        started.extend(_agents_of(shell, directory))
+        boss = json.loads((directory / "launch.json").read_text())["supervisor"]["pid"]
+        os.kill(boss, signal.SIGKILL)
+        assert shell.wait(timeout=60) == 128 + signal.SIGKILL
+    finally:
+        _stop(shell, started)
+
+
+def test_an_inherited_ignored_sigchld_does_not_hang_the_launch(tmp_path: Path) -> None:
+    """A review finding: SIGCHLD ignored by the entry script survives exec; the supervisor
+    then never got its command's status and ran for ever."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
+    env["PYTHONPATH"] = str(ROOT)
+    ecpa = Path(sys.executable).parent / "ecpa"
+    runs = tmp_path / "runs"
+    for agent in ("", "sleep 30 & "):  # alone, and behind a holder
+        script = f"trap '' CHLD; {agent}exec {ecpa} run --evidence-dir {runs} -- sh -c 'exit 3'"
+        # bash, not sh: dash does not pass an ignored SIGCHLD on to what it execs.
+        shell = subprocess.Popen(["bash", "-c", script], env=env, process_group=0, text=True)
+        try:
+            assert shell.wait(timeout=60) == 3
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGKILL)  # the agent, in the shell's group
+            shell.wait(timeout=30)
+
+
+def test_a_terminal_with_tostop_does_not_stop_the_supervisor(tmp_path: Path) -> None:
+    """A review finding: behind a holder the supervisor is in a background group of the
+    terminal; with ``stty tostop`` its first write to the terminal stopped it for good.
+    Here ``ecpa run`` runs on a pseudo-terminal it has as its controlling terminal."""
+    import pty
+    import termios
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
+    env["PYTHONPATH"] = str(ROOT)
+    ecpa = Path(sys.executable).parent / "ecpa"
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[3] |= termios.TOSTOP
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    script = f"sleep 30 & exec {ecpa} run --evidence-dir {tmp_path / 'runs'} -- sh -c 'exit 4'"
+    take_tty = (
+        "import fcntl,os,sys,termios;fcntl.ioctl(0,termios.TIOCSCTTY,0);"
+        "os.execvp('sh',sys.argv[1:])"
+    )
+    shell = subprocess.Popen(
+        [sys.executable, "-c", take_tty, "sh", "-c", script],
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    out = b""
+    try:
+        deadline = time.monotonic() + 60
+        while shell.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                with contextlib.suppress(OSError):
+                    out += os.read(master, 4096)
+        assert shell.returncode == 4, out
+        assert b"exited with status 4" in out
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        for pid in [p for p, _ in children_now(shell.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shell.wait(timeout=30)
+        os.close(master)
 
 
 def test_a_killed_holder_stops_the_launch_in_order(tmp_path: Path) -> None:

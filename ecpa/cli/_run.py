@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from ecpa.cli._common import fail_usage, safe
-from ecpa.launcher.fresh import fresh_supervisor
+from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
 from ecpa.runtime.launch import Slot
 from ecpa.runtime.plan import plan_from_dict
@@ -110,8 +110,8 @@ def run_command(
         parsed = [Slot.parse(s.strip()) for s in slots.split(",")]
         doc = {**chosen.to_dict(), "slots": [s.to_dict() for s in parsed]}
         chosen = plan_from_dict(doc, "--slots", default_issuer=chosen.issuer)
-    if standalone[0]:  # a process of its own: children from before exec are not the launch's
-        fresh_supervisor(say=_say)
+    # A process of its own: children from before exec are not the launch's.
+    held = standalone[0] and fresh_supervisor(say=_say)
     launch = prepare_launch(chosen, evidence_dir, now=int(time.time()), environ=os.environ)
     typer.echo(f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True)
 
@@ -124,7 +124,12 @@ def run_command(
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
     result, _problems = supervise_launch(
-        launch, command, grace=grace, say=say, then_ignore=standalone[0]
+        launch,
+        command,
+        grace=grace,
+        say=say,
+        then_ignore=standalone[0],
+        repeat_window_s=REPEAT_WINDOW_S if held else 0.0,
     )
     name = shlex.quote(command[0])
     if result.error is not None:

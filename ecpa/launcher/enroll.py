@@ -124,9 +124,14 @@ class EnrollServer:
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         old = os.umask(0o177)
+        # A socket is bound by a path; through /proc's link to the directory open as
+        # dir_fd, that path leads to the launch's own directory wherever it is now.
+        where = (
+            self.path if self.dir_fd is None else f"/proc/self/fd/{self.dir_fd}/{self.path.name}"
+        )
         try:
-            sock.bind(str(self.path))
-            os.chmod(self.path, 0o600)
+            sock.bind(str(where))
+            os.chmod(where, 0o600)
             sock.listen(_MAX_PENDING)
             sock.setblocking(False)
         except OSError as exc:

@@ -9,11 +9,15 @@ as the supervisor (launch, enrollment, the command), and the parent stays behind
 *holder* that only passes signals on and reaps. Orphans of the agent come to the holder (or
 to init), never into the supervisor's tree.
 
-The holder passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to the supervisor, which is in a
-process group of its own so that a terminal's or a ``killpg``'s signal reaches it once, through
-the holder. It reaps every child of its own (it may be pid 1 of a container) and exits with
-the supervisor's status (128 + N when signal N ended it). The supervisor has SIGTERM as its
-parent-death signal: a SIGKILL of the holder stops the launch in order.
+The holder passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to the supervisor (those not
+ignored when it started), which is in a process group of its own so that a terminal's or a
+``killpg``'s signal reaches it once, through the holder; a signal sent to every process (a
+cgroup's, ``pkill``) reaches it twice, so the supervisor takes the same signal again within
+0.5 s as the same request. The supervisor ignores SIGTTOU and SIGTTIN (a background group
+of the terminal must not stop on a write with ``stty tostop``), keeps the stop signals
+blocked until its handlers are in place, and has SIGTERM as its parent-death signal: a SIGKILL
+of the holder stops the launch in order. The holder reaps every child of its own (it may be
+pid 1 of a container) and exits with the supervisor's status (128 + N when signal N ended it).
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from types import FrameType
 from ecpa.runtime.membership import children_now
 from ecpa.runtime.process import prctl
 
-__all__ = ["PR_SET_PDEATHSIG", "fresh_supervisor"]
+__all__ = ["PR_SET_PDEATHSIG", "REPEAT_WINDOW_S", "fresh_supervisor"]
 
 PR_SET_PDEATHSIG = 1
+#: The same stop signal again within this long is the same request (see the module's text).
+REPEAT_WINDOW_S = 0.5
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
@@ -53,16 +59,21 @@ def fresh_supervisor(say: Callable[[str], None] = lambda line: None) -> bool:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()  # nothing buffered is written twice
     holder = os.getpid()
+    # Inherited as ignored, SIGCHLD would leave no status to wait for, in either process.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)  # none lost, none early
     child = os.fork()
     if child == 0:
-        try:
-            os.setpgid(0, 0)  # a group's signal reaches the holder only, which passes it on
-            prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-            if os.getppid() != holder:  # the holder is already gone: start nothing
-                os._exit(128 + signal.SIGTERM)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        os.setpgid(0, 0)  # a group's signal reaches the holder only, which passes it on
+        # In a background group of the terminal now: its writes must not stop it (stty tostop).
+        for signum in (signal.SIGTTOU, signal.SIGTTIN):
+            signal.signal(signum, signal.SIG_IGN)
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != holder:  # the holder is already gone: start nothing
+            os._exit(128 + signal.SIGTERM)
+        # The stop signals stay blocked until the supervisor's handlers are in place
+        # (Supervisor.handlers unblocks them): one that comes early is handled, not fatal.
+        signal.pthread_sigmask(signal.SIG_SETMASK, set(old_mask) | set(_FORWARDED))
         return True
     _hold(child, old_mask)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -77,7 +88,8 @@ def _hold(child: int, old_mask: set[int | signal.Signals]) -> None:
             os.kill(child, signum)
 
     for signum in _FORWARDED:
-        signal.signal(signum, forward)
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored at start: left so
+            signal.signal(signum, forward)
     signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     while True:
         try:

@@ -27,6 +27,7 @@ import math
 import os
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -156,11 +157,49 @@ def prepare_launch(
     root = Path(evidence_dir)
     _evidence_root(root)
     directory = root / f"launch-{token}"
+    fd = _make_launch_dir(root, directory)
     try:
-        private_dir(directory)
-        fd = open_directory(directory)
+        launch = _new_launch(plan, directory, now, environ, boss, inode=identity(fd))
+        _write_directory(launch, fd)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)  # ours, just made: no half launch left
+        raise
+    finally:
+        os.close(fd)
+    return launch
+
+
+def _make_launch_dir(root: Path, directory: Path) -> int:
+    """Make ``directory`` (mode 0700) in ``root``, through a descriptor of ``root``, and
+    return it open, checked to be new: empty, of mode 0700 and this user's."""
+    try:
+        parent = open_directory(root)
+    except OSError as exc:
+        raise _io_error("open the evidence directory", root, exc) from None
+    try:
+        private_dir(directory, dir_fd=parent)
+        fd = os.open(directory.name, _DIR_FLAGS, dir_fd=parent)
     except OSError as exc:
         raise _io_error("create a launch directory in", root, exc) from None
+    finally:
+        os.close(parent)
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) != _PRIVATE_DIR or os.listdir(fd):
+        os.close(fd)
+        raise _bad(f"expected {directory} new, empty and private, found it replaced since")
+    return fd
+
+
+def _new_launch(
+    plan: Plan,
+    directory: Path,
+    now: int,
+    environ: Mapping[str, str],
+    boss: ProcessIdentity,
+    *,
+    inode: tuple[int, int],
+) -> Launch:
+    token = directory.name.removeprefix("launch-")
     absolute = directory.absolute()  # the command may change its working directory
     binding = {
         "ECPA_PLAN_ID": plan.plan_id,
@@ -174,7 +213,7 @@ def prepare_launch(
         "ECPA_PROCESS_EPOCH": str(plan.process_epoch),
         "ECPA_EMIT_INTERVAL_S": str(plan.emit_interval_s),
     }
-    launch = Launch(
+    return Launch(
         plan=plan,
         launch_id=binding["ECPA_LAUNCH_ID"],
         challenge=binding["ECPA_CHALLENGE"],
@@ -184,16 +223,8 @@ def prepare_launch(
         binding=MappingProxyType(binding),
         env=MappingProxyType({**environ, **binding}),
         excluded=children_now(boss.pid),
-        inode=identity(fd),
+        inode=inode,
     )
-    try:
-        _write_directory(launch, fd)
-    except BaseException:
-        shutil.rmtree(directory, ignore_errors=True)  # ours, just made: no half launch left
-        raise
-    finally:
-        os.close(fd)
-    return launch
 
 
 def _write_directory(launch: Launch, fd: int) -> None:
@@ -268,9 +299,6 @@ def run_launch(
         dir_fd=dir_fd,
     )
     server.listen()
-    if moved_away(launch, dir_fd):  # bound by path: it must be in the launch's directory
-        server.close()
-        raise _bad(f"expected the launch directory at {launch.directory}, found it moved away")
     boss = supervisor if supervisor is not None else Supervisor(grace=grace, say=say)
     boss.enroll = server
     boss.membership = server.membership
@@ -288,6 +316,7 @@ def supervise_launch(
     say: Callable[[str], None] = lambda line: None,
     clock: Callable[[], float] = time.time,
     then_ignore: bool = False,
+    repeat_window_s: float = 0.0,
 ) -> tuple[LaunchExit, list[str]]:
     """:func:`run_launch` then :func:`finish_launch`, with SIGINT, SIGTERM, SIGHUP and
     SIGQUIT handled from before the command starts until ``exit.json`` is written: a signal
@@ -296,11 +325,12 @@ def supervise_launch(
     Returns how the command ended and the problems met while finishing (said on ``say``).
     With ``then_ignore`` those signals stay ignored afterwards (``ecpa run``, which only
     reports and exits then, so a late signal cannot replace the command's exit status).
+    ``repeat_window_s``: see :attr:`~ecpa.launcher.supervise.Supervisor.repeat_window_s`.
 
     Raises:
         EcpaError: as :func:`run_launch`.
     """
-    boss = Supervisor(grace=grace, say=say)
+    boss = Supervisor(grace=grace, say=say, repeat_window_s=repeat_window_s)
     fd = open_launch_dir(launch)  # one directory, from start to end, whatever its name
     try:
         with boss.handlers(then_ignore=then_ignore):

@@ -79,12 +79,14 @@ def _prctl(option: int, value: int) -> bool:
 #: Run first in the child, by this interpreter (``-I -S``: nothing of the command's
 #: environment changes how it starts): SIGTERM as the parent-death signal, SIGPIPE and
 #: SIGXFSZ back to their defaults (Python ignores them, and an ignored signal survives exec),
-#: then exec of the command, same pid. Done here rather than in ``preexec_fn``, which is
+#: SIGTTOU and SIGTTIN too (a fresh supervisor ignores them), then exec of the command, same
+#: pid. Done here rather than in ``preexec_fn``, which is
 #: unsafe when the parent has other threads (a test process, a library caller).
 _EXEC = (
     "import ctypes,os,signal,sys\n"
     "ctypes.CDLL(None,use_errno=True).prctl(1,15,0,0,0)\n"
-    "for s in (signal.SIGPIPE,signal.SIGXFSZ):signal.signal(s,signal.SIG_DFL)\n"
+    "for s in (signal.SIGPIPE,signal.SIGXFSZ,signal.SIGTTOU,signal.SIGTTIN):\n"
+    " signal.signal(s,signal.SIG_DFL)\n"
     "if os.getppid()!=int(sys.argv[1]):os._exit(143)\n"
     "try:os.execvp(sys.argv[2],sys.argv[2:])\n"
     "except OSError as e:\n"
@@ -149,6 +151,12 @@ class Supervisor:
     #: Called with a line for standard error (what was sent to whom, what could not be done).
     say: Callable[[str], None] = lambda line: None
     signals: list[int] = field(default_factory=list)
+    #: When each of :attr:`signals` came (``time.monotonic``).
+    signal_times: list[float] = field(default_factory=list)
+    #: The same signal again within this many seconds of the first is the same request,
+    #: not a second one (``ecpa run`` behind a holder: a signal sent to every process reaches
+    #: the supervisor directly and through the holder). 0: every repeat escalates.
+    repeat_window_s: float = 0.0
     subreaper: bool = False
     #: Who belongs to the launch (RUNTIME.md "Membership"): this process's tree, less the
     #: children it had before the command started. Made at :meth:`run` when not given.
@@ -163,6 +171,7 @@ class Supervisor:
         return frozenset(pid for pid, _ in self.membership.excluded)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.signal_times.append(time.monotonic())
         self.signals.append(signum)
 
     @contextmanager
@@ -181,11 +190,16 @@ class Supervisor:
                     continue
                 previous[signum] = current
                 signal.signal(signum, self._handle)
+            if signal.getsignal(signal.SIGCHLD) is signal.SIG_IGN:  # inherited: no status
+                previous[signal.SIGCHLD] = signal.SIG_IGN  # would ever be waited for
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            # Blocked by a fresh supervisor until now (ecpa.launcher.fresh): handled from here.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         try:
             yield
         finally:
             for signum, old in previous.items():
-                if then_ignore:
+                if then_ignore and signum != signal.SIGCHLD:
                     signal.signal(signum, signal.SIG_IGN)
                 else:
                     signal.signal(signum, old if old is not None else signal.SIG_DFL)
@@ -291,13 +305,26 @@ class Supervisor:
         term_at: float | None = None  # when the tree got its first stop signal
         killed_at: float | None = None
         handled = 0
+        first: tuple[int, float] | None = None  # the first stop signal, and when
         while True:
             self._reap(child, result)
             now = time.monotonic()
             leader = None if result else child.pid
             while handled < len(self.signals):  # act first, then say (saying may fail)
-                signum = self.signals[handled]
+                signum, at = self.signals[handled], self.signal_times[handled]
                 handled += 1
+                if (
+                    first is not None
+                    and first[0] == signum
+                    and at - first[1] < self.repeat_window_s
+                ):
+                    self.say(
+                        f"{signal.Signals(signum).name} again within {self.repeat_window_s:g} s: "
+                        "the same request (sent to the holder and to ecpa run), not a second one"
+                    )
+                    continue
+                if first is None:
+                    first = (signum, at)
                 if term_at is None:
                     term_at = now
                     self._signal_tree(leader, signum)
