@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bench.launchdir import Written, write_launch
-from ecpa.runtime import history, logs, tail
+from ecpa.runtime import history, sources, tail
 from ecpa.runtime.history import checkpoint_name
 from ecpa.runtime.ship import BATCH_BYTES, _complete_lines
 from ecpa.runtime.status import status_from_launch_dir
@@ -113,7 +113,7 @@ def test_a_status_interrupted_keeps_what_it_learned(
     work. ``ecpa status`` turns SIGTERM and SIGINT into ``history.STOP``: the walk stops at
     the next line boundary, consistent, and what it walked is saved."""
     log = _log(written)
-    real = logs.walk
+    real = sources.walk
 
     def interrupted(lines: Any, *args: Any, **kwargs: Any) -> None:
         def then_stop() -> Any:
@@ -124,7 +124,7 @@ def test_a_status_interrupted_keeps_what_it_learned(
 
         real(then_stop(), *args, **kwargs)
 
-    monkeypatch.setattr(logs, "walk", interrupted)
+    monkeypatch.setattr(sources, "walk", interrupted)
     try:
         got = _status(written)
     finally:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import MemoryReplayFence, ReplayFence
+from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Policy
 from ecpa.runtime.evidence import LogLine
@@ -109,7 +109,7 @@ def derive(
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
-    fence: ReplayFence = MemoryReplayFence() if replay is None else replay
+    fence: ReplayFence = fence_or_memory(replay)
     stream = walk(lines, trust_store, expected, now=now, fence=fence, policy=policy)
     judge = Judge(expected, now, liveness, max_idle=max_idle)
     return judge.single(stream)
@@ -140,7 +140,7 @@ def derive_launch(
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
-    fence: ReplayFence = MemoryReplayFence() if replay is None else replay
+    fence: ReplayFence = fence_or_memory(replay)
     walked = []
     for name, lines in sorted(streams.items()):
         kid = name[: -len(".jsonl")] if name.endswith(".jsonl") else name

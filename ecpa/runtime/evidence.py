@@ -24,11 +24,11 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._b64 import b64u_decode, b64u_decode_ascii, b64u_encode
 from ecpa.profile._fast import frozen_instance
 from ecpa.profile._json import parse_object
+from ecpa.profile.fence import ReplayFence
 from ecpa.profile.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, _verify_encoded
 from ecpa.runtime._compact_record import compact_members
-from ecpa.runtime.replay import ReplayFence
 
 __all__ = [
     "RECORD_SCHEMA",

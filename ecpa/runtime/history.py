@@ -31,6 +31,7 @@ from ecpa.runtime.evidence import MAX_RECORD_LENGTH, LogLine, read_log
 from ecpa.runtime.stream import Stream
 
 __all__ = [
+    "HISTORY_BUDGET_S",
     "Checkpoint",
     "advance",
     "checkpoint_from_dict",
@@ -39,6 +40,10 @@ __all__ = [
     "load",
     "save",
 ]
+
+#: How long one status may spend walking logs' histories forward (the decision itself
+#: reads only the logs' ends); the rest of a long history is walked at the next status.
+HISTORY_BUDGET_S = 0.05
 
 CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.3"
 #: Set (``ecpa status`` does, on SIGTERM or SIGINT) to end every history walk at its next

@@ -6,41 +6,25 @@ the budget, whatever the launch's age."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import stat
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from ecpa._files import describe_mode
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence, record_nonce
+from ecpa.profile.fence import ReplayFence
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
 from ecpa.runtime import history, tail
-from ecpa.runtime.derive import walk
-from ecpa.runtime.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is_json, parse_record
+from ecpa.runtime.evidence import MAX_RECORD_LENGTH, LogLine
 from ecpa.runtime.launch import ExpectedLaunch
-from ecpa.runtime.records import Accepted, check_record
+from ecpa.runtime.sources import LOG_NAME, judge_sources
 from ecpa.runtime.stream import Stream
 
-__all__ = [
-    "LOG_NAME",
-    "MAX_LOGS",
-    "FileLog",
-    "LogSource",
-    "ProcessLogs",
-    "judge_logs",
-    "judge_sources",
-    "open_process_logs",
-]
+__all__ = ["MAX_LOGS", "FileLog", "ProcessLogs", "judge_logs", "open_process_logs"]
 
-#: What a process log is called: ``<role>.<ordinal>-<pid>-<ticks>.jsonl`` (its key id).
-LOG_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\.[0-9]{1,5}-[0-9]{1,20}-[0-9]{1,20}\.jsonl")
 #: A launch has at most this many process logs read (a directory flooded with files is
 #: reported, not read to the end).
 MAX_LOGS = 4096
@@ -107,76 +91,6 @@ def open_process_logs(directory: Path) -> ProcessLogs:
     return logs
 
 
-def _merge(ck: history.Checkpoint, decision: tail.TailDecision, name: str) -> Stream:
-    """The history's facts, and the record the log's end decides by."""
-    h = ck.stream
-    merged = Stream(
-        name=name,
-        accepted=h.accepted,
-        refused=dict(h.refused),
-        listed=list(h.listed),
-        unlisted=h.unlisted,
-        expired=h.expired,
-        torn=h.torn,
-        gaps=list(h.gaps),
-        last_seq=h.last_seq,
-        newest=decision.newest,
-    )
-    for at, exc in reversed(decision.refused):  # newer lines the history has not reached
-        if at >= ck.offset:
-            merged.refuse_at(f"{name} byte {at}", exc)
-    rec, offset = decision.newest, decision.offset
-    if rec is not None and offset is not None and offset >= ck.offset:
-        merged.accepted += 1
-        if h.last_seq is not None and rec.seq > h.last_seq + 1:
-            merged.gaps.append((h.last_seq + 1, rec.seq - 1))
-        merged.last_seq = rec.seq
-    return merged
-
-
-class LogSource(Protocol):
-    """One process log as :func:`judge_sources` reads it: a file beside its checkpoint
-    (:class:`FileLog`), or the lines an evidence store holds
-    (:class:`ecpa.runtime.remote.StoredLog`). Offsets order its lines; the checkpoint's
-    offset is the first not yet walked."""
-
-    name: str
-
-    def load(self, launch_id: str, now: int) -> history.Checkpoint:
-        """The saved checkpoint if it still holds for this log and a derivation at ``now``
-        (judged no later than ``now``), else a fresh one."""
-        ...
-
-    def end(self) -> tuple[int, bytes]:
-        """The offset after its last complete line, and the bytes after it (a line still
-        being written, or torn; empty when there are none)."""
-        ...
-
-    def advance(
-        self,
-        ck: history.Checkpoint,
-        walk: Callable[[Iterator[LogLine], Stream], None],
-        *,
-        end: int,
-        deadline: float | None,
-    ) -> bool:
-        """Walk forward from ``ck`` until ``end`` or ``deadline``; True when at ``end``."""
-        ...
-
-    def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
-        """The newest complete lines before ``end``, newest first (see
-        :func:`ecpa.runtime.tail.newest_lines`)."""
-        ...
-
-    def line_at(self, offset: int) -> bytes | None:
-        """The line starting at ``offset`` (without its line end)."""
-        ...
-
-    def save(self, ck: history.Checkpoint) -> str | None:
-        """Keep ``ck`` for the next status; None, or why it could not be kept."""
-        ...
-
-
 @dataclass
 class FileLog:
     """A process log file, opened relative to its directory, with its checkpoint beside it."""
@@ -221,57 +135,6 @@ class FileLog:
         return history.save(self.dir_fd, self.name, ck)
 
 
-def _fall_back(
-    source: LogSource,
-    ck: history.Checkpoint,
-    complete: bool,
-    check: Callable[[Evidence], Accepted],
-    merged: Stream,
-) -> None:
-    """The log's end holds no acceptable record, yet records were accepted before: the
-    newest of those decides, when the history reaches the end and that record still
-    checks; otherwise the log is undecided (its slot is not covered: never the more
-    permissive answer)."""
-    offset = ck.newest_offset
-    line = None if not complete or offset is None else source.line_at(offset)
-    if line is not None:
-        try:
-            rec = check(parse_record(line))
-        except EcpaError as exc:
-            if exc.code is ErrorCode.REPLAY_STORE:
-                raise
-        else:
-            if rec.seq == ck.stream.last_seq:
-                merged.newest = rec
-                return
-    merged.undecided = (
-        "no acceptable record at the end of the log, and its newest accepted record "
-        "could not be checked again"
-    )
-
-
-#: A record dated at most this many seconds after ``now`` is a race (written while the
-#: status ran, in the next second), not a clock ahead.
-FUTURE_GRACE_S = 2
-
-
-def _ahead(candidates: list[tuple[int, bytes]], decision: tail.TailDecision, now: int) -> int:
-    """How far after ``now`` the newer lines refused as not yet valid are dated, beyond
-    :data:`FUTURE_GRACE_S` (0: none). Never raises."""
-    lines = dict(candidates)
-    worst = 0
-    for offset, exc in decision.refused:
-        if exc.code is not ErrorCode.NOT_YET_VALID or offset not in lines:
-            continue
-        try:
-            issued = json.loads(parse_record(lines[offset]).payload).get("issued_at")
-        except (EcpaError, ValueError, AttributeError):
-            continue
-        if type(issued) is int and issued - now > FUTURE_GRACE_S:
-            worst = max(worst, issued - now)
-    return worst
-
-
 def judge_logs(
     logs: ProcessLogs,
     store: TrustStore,
@@ -293,92 +156,3 @@ def judge_logs(
     return judge_sources(
         sources, store, expected, now=now, fence=fence, policy=policy, budget_s=budget_s, save=save
     )
-
-
-def judge_sources(
-    sources: Iterable[LogSource],
-    store: TrustStore,
-    expected: ExpectedLaunch,
-    *,
-    now: int,
-    fence: ReplayFence,
-    policy: Policy,
-    budget_s: float | None,
-    save: bool = True,
-) -> tuple[dict[str, Stream], list[str]]:
-    """One :class:`~ecpa.runtime.stream.Stream` per log, decided from its end, with its
-    history's facts as far as the checkpoint and ``budget_s`` seconds of walking reach
-    (``None``: to the end); and notes on what is not walked yet or not saved.
-
-    Raises:
-        EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
-    """
-    started = time.monotonic()
-    deadline = None if budget_s is None else started + budget_s
-    streams: dict[str, Stream] = {}
-    notes: list[str] = []
-    for source in sources:
-        name = source.name
-        kid = name[: -len(".jsonl")]
-
-        def check(evidence: Evidence, kid: str = kid) -> Accepted:
-            rec = check_record(evidence, store, expected, now=now, policy=policy, file_kid=kid)
-            st = rec.statement
-            record_nonce(
-                fence, st.challenge_nonce, expires_at=st.expires_at, fingerprint=rec.fingerprint
-            )
-            return rec
-
-        def walk_into(lines: Iterator[LogLine], stream: Stream, kid: str = kid) -> None:
-            walk(
-                lines,
-                store,
-                expected,
-                now=now,
-                fence=fence,
-                policy=policy,
-                file_kid=kid,
-                stream=stream,
-            )
-
-        ck = source.load(expected.launch_id, now)
-        before = ck.offset
-        end, fragment = source.end()
-        complete = source.advance(ck, walk_into, end=end, deadline=deadline)
-        if ck.offset != before:
-            ck.judged_at = max(ck.judged_at, now)
-        candidates = source.newest_lines(end)
-        if fragment and is_json(fragment):  # a whole record without its newline: a line
-            candidates.insert(0, (end, fragment))
-        decision = tail.decide(
-            candidates,
-            check,
-            history_offset=ck.offset,
-            history_last_seq=ck.stream.last_seq,
-        )
-        merged = _merge(ck, decision, name)
-        if len(fragment) > MAX_RECORD_LENGTH:  # as the reader refuses an over-long line
-            detail = f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found more"
-            merged.refuse_at(f"{name} byte {end}", EcpaError(ErrorCode.TOO_LARGE, detail))
-        elif fragment and not is_json(fragment):
-            merged.torn += 1  # a last line cut short by a crash (or being written now)
-        if decision.newest is None and ck.stream.last_seq is not None:
-            _fall_back(source, ck, complete, check, merged)
-        # Compared with now as it is when this log's end was read (a status of many logs,
-        # or of a slow store, runs for seconds): a synced writer's newest record is no future.
-        ahead = _ahead(candidates, decision, now + int(time.monotonic() - started))
-        if ahead:  # RUNTIME.md "Clocks": records from the future are no evidence of life
-            merged.undecided = (
-                f"its newest record(s) are dated up to {ahead} s after now: a writer clock "
-                "ahead of this reader's; an older record does not decide"
-            )
-        streams[name] = merged
-        if not complete:
-            notes.append(
-                f"{name}: history walked to byte {ck.offset} of {end}, the rest at the next status"
-            )
-        if save and (ck.offset != before or not ck.saved):
-            problem = source.save(ck)
-            if problem is not None:
-                notes.append(problem)
-    return streams, notes

@@ -2,7 +2,7 @@
 launch running on another host (RUNTIME.md "Deriving runtime_effective", "Slots").
 
 The lines are the ones ``ecpa ship`` copied, byte for byte, and each log is judged as
-``ecpa status --launch`` judges a file (:func:`ecpa.runtime.logs.judge_sources`: decided from
+``ecpa status --launch`` judges a file (:func:`ecpa.runtime.sources.judge_sources`: decided from
 its newest lines, its history walked from a checkpoint kept in the store). What cannot be
 done from here is said in the reasons, never assumed away: ``/proc`` of the launch's host is
 not read, so a process counts as alive while its newest signed heartbeat is within the
@@ -25,16 +25,17 @@ from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import parse_object
-from ecpa.profile.fence import MemoryReplayFence, ReplayFence
+from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime import history
 from ecpa.runtime.derive import verdict_launch
 from ecpa.runtime.evidence import LogLine, parse_record
+from ecpa.runtime.history import HISTORY_BUDGET_S
 from ecpa.runtime.launch import ended_from_bytes, launch_from_bytes
-from ecpa.runtime.logs import FUTURE_GRACE_S, LOG_NAME, judge_sources
 from ecpa.runtime.process import Liveness, ProcessIdentity
-from ecpa.runtime.status import HISTORY_BUDGET_S, ReplayDb, open_fence
+from ecpa.runtime.replay import ReplayDb, open_fence
+from ecpa.runtime.sources import FUTURE_GRACE_S, LOG_NAME, judge_sources
 from ecpa.runtime.store import EvidenceStore, LaunchRow
 from ecpa.runtime.stream import Stream
 from ecpa.runtime.verdict import RuntimeStatus
@@ -50,7 +51,7 @@ _PAGE = 500
 
 
 class StoredLog:
-    """A process log as the evidence store holds it (a :class:`~ecpa.runtime.logs.LogSource`):
+    """A process log as the evidence store holds it (a :class:`~ecpa.runtime.sources.LogSource`):
     its lines in file order, its checkpoint in ``ecpa_status_checkpoint``. A checkpoint
     holds while the line just before its offset is still the one it walked last (by hash):
     otherwise the history is walked again from the start."""
@@ -266,7 +267,7 @@ def status_from_store(
             end = 0 if position is None else position.end
             sources.append(StoredLog(store, launch_id, name, end, basis=basis, save=save))
         durable = open_fence(replay_db, stack)
-        fence: ReplayFence = MemoryReplayFence() if durable is None else durable
+        fence: ReplayFence = fence_or_memory(durable)
         streams, notes = judge_sources(
             sources,
             trust_store,

@@ -12,6 +12,8 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import ExitStack
+from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import MemoryReplayFence, ReplayFence, record_nonce, replayed
@@ -20,12 +22,17 @@ from ecpa.runtime.postgres import PostgresReplayFence, is_postgres_dsn, looks_li
 __all__ = [
     "MemoryReplayFence",
     "PostgresReplayFence",
+    "ReplayDb",
     "ReplayFence",
     "SqliteReplayFence",
+    "open_fence",
     "open_replay_fence",
     "record_nonce",
     "replayed",
 ]
+
+#: A durable replay fence: an SQLite file, a ``postgresql://`` DSN, or None (in memory).
+ReplayDb = str | Path | None
 
 
 class SqliteReplayFence:
@@ -201,3 +208,17 @@ def open_replay_fence(spec: str | os.PathLike[str]) -> SqliteReplayFence | Postg
             "like another kind of connection string (write a PostgreSQL DSN as a URI)",
         )
     return SqliteReplayFence(spec)
+
+
+def open_fence(replay_db: ReplayDb, stack: ExitStack) -> ReplayFence | None:
+    """The durable fence ``replay_db`` names (an SQLite path or a ``postgresql://`` DSN),
+    closed with ``stack``, or None.
+
+    Raises:
+        EcpaError: ``ECPA_REPLAY_STORE`` when it cannot be used.
+    """
+    if replay_db is None:
+        return None
+    fence = open_replay_fence(replay_db)
+    stack.callback(fence.close)
+    return fence

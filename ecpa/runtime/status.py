@@ -16,43 +16,23 @@ from pathlib import Path
 
 from ecpa._files import check_private_dir, open_regular
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import MemoryReplayFence, ReplayFence
+from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.derive import derive, verdict_launch
 from ecpa.runtime.evidence import read_log
+from ecpa.runtime.history import HISTORY_BUDGET_S
 from ecpa.runtime.launch import ExpectedLaunch, launch_ended, launch_from_file
 from ecpa.runtime.logs import judge_logs, open_process_logs
 from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive
-from ecpa.runtime.replay import open_replay_fence
+from ecpa.runtime.replay import ReplayDb, open_fence
 from ecpa.runtime.verdict import RuntimeStatus
 
-__all__ = ["HISTORY_BUDGET_S", "open_fence", "status_from_files", "status_from_launch_dir"]
-
-#: A durable replay fence: an SQLite file, a ``postgresql://`` DSN, or None (in memory).
-ReplayDb = str | Path | None
-
-#: How long one status may spend walking logs' histories forward (the decision itself
-#: reads only the logs' ends); the rest of a long history is walked at the next status.
-HISTORY_BUDGET_S = 0.05
+__all__ = ["status_from_files", "status_from_launch_dir"]
 
 
 def _bad(detail: str) -> EcpaError:
     return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
-def open_fence(replay_db: ReplayDb, stack: ExitStack) -> ReplayFence | None:
-    """The durable fence ``replay_db`` names (an SQLite path or a ``postgresql://`` DSN),
-    closed with ``stack``, or None.
-
-    Raises:
-        EcpaError: ``ECPA_REPLAY_STORE`` when it cannot be used.
-    """
-    if replay_db is None:
-        return None
-    fence = open_replay_fence(replay_db)
-    stack.callback(fence.close)
-    return fence
 
 
 def status_from_files(
@@ -228,7 +208,7 @@ def _status_02(
     try:
         with ExitStack() as stack:
             durable = open_fence(replay_db, stack)  # (a fence has __len__: no `or`)
-            fence: ReplayFence = MemoryReplayFence() if durable is None else durable
+            fence: ReplayFence = fence_or_memory(durable)
             streams, notes = judge_logs(
                 logs,
                 store,
