@@ -27,7 +27,7 @@ from pathlib import Path
 
 import ecpa
 from bench.paired import Row, summarize
-from ecpa.runtime.evidence import Evidence, evidence_digest, record_line
+from ecpa.runtime.model.evidence import Evidence, evidence_digest, record_line
 
 TEST_SEED = bytes(range(32, 64))  # test-key-2 of the published corpus: TEST ONLY
 ISSUER = "urn:ecpa:issuer:bench"

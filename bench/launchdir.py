@@ -14,11 +14,11 @@ from pathlib import Path
 
 import ecpa
 from ecpa.observer._record import Signer, Window, build_evidence
-from ecpa.runtime.enroll import kid_for, log_name
-from ecpa.runtime.evidence import record_line
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.plan import Plan, launch_document
-from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity
+from ecpa.runtime.model.enroll import kid_for, log_name
+from ecpa.runtime.model.evidence import record_line
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.plan import Plan, launch_document
+from ecpa.runtime.model.process import LaunchEnvironment, ProcessIdentity
 
 __all__ = ["Written", "write_launch"]
 

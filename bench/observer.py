@@ -25,7 +25,7 @@ from dla_plugin.contract import Candidate, PreemptionContext
 from dla_plugin.selector import DlaVictimSelector
 from ecpa.observer import Observer
 from ecpa.profile.keys import SigningKey
-from ecpa.runtime.process import LaunchEnvironment
+from ecpa.runtime.model.process import LaunchEnvironment
 
 TARGET = 1.10
 

@@ -34,12 +34,12 @@ from typing import Any
 
 from bench.launchdir import HOST, write_launch
 from bench.paired import Row, summarize, table
-from ecpa.runtime.process import check_alive
-from ecpa.runtime.remote import status_from_store
-from ecpa.runtime.replay import MemoryReplayFence, SqliteReplayFence
-from ecpa.runtime.ship import ship_launch
-from ecpa.runtime.status import HISTORY_BUDGET_S, status_from_launch_dir
-from ecpa.runtime.store import EvidenceStore
+from ecpa.runtime.host.ship import ship_launch
+from ecpa.runtime.host.status import HISTORY_BUDGET_S, status_from_launch_dir
+from ecpa.runtime.model.process import check_alive
+from ecpa.runtime.stores.remote import status_from_store
+from ecpa.runtime.stores.replay import MemoryReplayFence, SqliteReplayFence
+from ecpa.runtime.stores.store import EvidenceStore
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = 1_800_000_000
@@ -128,7 +128,7 @@ def _accept_parallel(open_fence: Callable[[], Any], prefix: str, count: int, pro
 
 
 def fence_rows(dsn: str, tmp: Path, rounds: int, count: int) -> list[Row]:
-    from ecpa.runtime.postgres import PostgresReplayFence
+    from ecpa.runtime.stores.postgres import PostgresReplayFence
 
     lite = tmp / "fence.db"
 

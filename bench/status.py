@@ -10,7 +10,7 @@ scheduler processes emitting one record a second, the newest now:
   would refuse it): what matters is their number and where they are, since status reads a
   log's end and walks its history within its budget.
 
-For each, the derivation (``ecpa.runtime.status.status_from_launch_dir``: read, verify,
+For each, the derivation (``ecpa.runtime.host.status.status_from_launch_dir``: read, verify,
 decide; not the interpreter's start) is timed cold (no checkpoint yet) and warm (the next
 calls), paired round by round: the row's ratio is long / short, 1.0 when the cost does not
 grow with the launch's age. The target is an absolute 0.3 s for the long launch, warm. A
@@ -32,11 +32,11 @@ from pathlib import Path
 from bench.launchdir import HOST, Written, write_launch
 from bench.paired import Row, summarize, table
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.derive import derive_launch
-from ecpa.runtime.evidence import read_log
-from ecpa.runtime.launch import launch_from_file
-from ecpa.runtime.process import check_alive, descends_from
-from ecpa.runtime.status import status_from_launch_dir
+from ecpa.runtime.host.status import status_from_launch_dir
+from ecpa.runtime.judge.derive import derive_launch
+from ecpa.runtime.model.evidence import read_log
+from ecpa.runtime.model.launch import launch_from_file
+from ecpa.runtime.model.process import check_alive, descends_from
 
 TARGET_S = 0.3
 NOW = 1_800_000_000

@@ -21,7 +21,7 @@ import sys
 import time
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.postgres import PostgresReplayFence
+from ecpa.runtime.stores.postgres import PostgresReplayFence
 
 
 def _progress(out: str, done: int, errors: int) -> None:

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from bench.launchdir import Written, write_launch
-from ecpa.runtime import history, sources, tail
-from ecpa.runtime.history import checkpoint_name
-from ecpa.runtime.ship import BATCH_BYTES, _complete_lines
-from ecpa.runtime.status import status_from_launch_dir
+from ecpa.runtime.host.ship import BATCH_BYTES, _complete_lines
+from ecpa.runtime.host.status import status_from_launch_dir
+from ecpa.runtime.judge import history, sources, tail
+from ecpa.runtime.judge.history import checkpoint_name
 
 NOW = 1_800_000_000
 
@@ -142,7 +142,7 @@ def test_ecpa_status_exits_130_when_interrupted_and_saves_first(written: Written
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     code = (
         "import sys\n"
-        "from ecpa.runtime import status\n"
+        "from ecpa.runtime.host import status\n"
         "status.status_from_launch_dir.__kwdefaults__['history_budget_s'] = None\n"
         "from ecpa.cli import main\n"
         "sys.exit(main(['status', '--launch', sys.argv[1]]))\n"

@@ -13,7 +13,7 @@ import pytest
 
 from ecpa.cli import app
 from ecpa.profile._b64 import b64u_encode
-from ecpa.runtime.evidence import evidence_digest
+from ecpa.runtime.model.evidence import evidence_digest
 from tests._cli_helpers import (
     OK_LINE,
     RUNNER,

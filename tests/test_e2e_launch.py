@@ -21,10 +21,10 @@ import pytest
 
 from ecpa.launcher.run import BINDING_NAMES
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.derive import RuntimeStatus, derive_launch
-from ecpa.runtime.evidence import read_log
-from ecpa.runtime.launch import launch_from_file
-from ecpa.runtime.process import Liveness
+from ecpa.runtime.judge.derive import RuntimeStatus, derive_launch
+from ecpa.runtime.model.evidence import read_log
+from ecpa.runtime.model.launch import launch_from_file
+from ecpa.runtime.model.process import Liveness
 from tests.support import ROOT
 
 ECPA = Path(sys.executable).parent / "ecpa"

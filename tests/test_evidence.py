@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._b64 import b64u_encode
-from ecpa.runtime.evidence import (
+from ecpa.runtime.model.evidence import (
     MAX_RECORD_LENGTH,
     RECORD_SCHEMA,
     Evidence,
@@ -29,7 +29,7 @@ from ecpa.runtime.evidence import (
     record_line,
     verify_evidence,
 )
-from ecpa.runtime.replay import MemoryReplayFence, SqliteReplayFence
+from ecpa.runtime.stores.replay import MemoryReplayFence, SqliteReplayFence
 from tests.support import KEY_1, KEY_2, NOW, binding, statement, store
 
 HOST = ecpa.canonicalize(
@@ -569,7 +569,7 @@ def test_the_compact_path_gives_what_the_strict_reader_gives(
     """parse_record reads the line record_line writes (and a bundle) with one pattern; on
     any bytes near those, it returns the same evidence or the same error (code and detail)
     as the strict reader alone."""
-    from ecpa.runtime.evidence import _parse_record_strictly
+    from ecpa.runtime.model.evidence import _parse_record_strictly
 
     data = base
     for at, cut, insert in edits:
@@ -590,7 +590,7 @@ def test_the_encoded_payload_parse_record_keeps_is_the_payloads_one_encoding() -
     does not carry it, so a changed payload is verified as itself and refused."""
     import dataclasses
 
-    from ecpa.runtime.evidence import _ENCODED
+    from ecpa.runtime.model.evidence import _ENCODED
 
     parsed = parse_record(COMPACT)
     assert parsed.__dict__[_ENCODED] == (parsed.payload, b64u_encode(parsed.payload).encode())

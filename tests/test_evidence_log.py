@@ -22,7 +22,7 @@ import pytest
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.evidence import (
+from ecpa.runtime.model.evidence import (
     Evidence,
     EvidenceLog,
     LogLine,
@@ -32,7 +32,7 @@ from ecpa.runtime.evidence import (
     record_line,
     verify_evidence,
 )
-from ecpa.runtime.replay import MemoryReplayFence, SqliteReplayFence
+from ecpa.runtime.stores.replay import MemoryReplayFence, SqliteReplayFence
 from tests.support import KEY_1, NOW, ROOT, statement, store
 
 HOST = b'{"schema":"ecpa-dispatch-counters/0.1","seq":1}'
@@ -244,8 +244,8 @@ def test_reopening_after_a_torn_tail_keeps_the_next_record_whole(tmp_path: Path)
 PRELUDE = """
 import json, os, random, sys, time
 import ecpa
-from ecpa.runtime.evidence import Evidence, EvidenceLog
-from ecpa.runtime.replay import SqliteReplayFence
+from ecpa.runtime.model.evidence import Evidence, EvidenceLog
+from ecpa.runtime.stores.replay import SqliteReplayFence
 from tests.support import KEY_1, NOW, statement
 
 def ev(i):

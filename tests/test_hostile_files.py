@@ -15,7 +15,7 @@ import pytest
 
 import ecpa
 from ecpa.observer import SELECTION, Observer
-from ecpa.runtime.process import LaunchEnvironment
+from ecpa.runtime.model.process import LaunchEnvironment
 from tests._launch_helpers import Launches, clean_env, ecpa_cmd, launches, wait_until
 from tests.support import KEY_1, trust_doc
 
@@ -256,7 +256,7 @@ def test_wait_until_is_not_vacuous() -> None:
 
 def test_an_exit_json_that_is_a_dangling_symlink_still_ends_the_launch(tmp_path: Path) -> None:
     """Review: `exists()` followed the link, so a dangling exit.json read as 'not ended'."""
-    from ecpa.runtime.launch import launch_ended
+    from ecpa.runtime.model.launch import launch_ended
 
     link = tmp_path / "exit.json"
     link.symlink_to(tmp_path / "nowhere")

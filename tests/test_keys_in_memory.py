@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ecpa.runtime.process import PR_GET_DUMPABLE, prctl
+from ecpa.runtime.model.process import PR_GET_DUMPABLE, prctl
 from tests.support import ROOT
 
 NOBODY = 65534
@@ -29,7 +29,7 @@ TARGET = r"""
 import os, sys, time
 from pathlib import Path
 from ecpa.observer import Observer
-from ecpa.runtime.process import LaunchEnvironment, PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
+from ecpa.runtime.model.process import LaunchEnvironment, PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
 launch = LaunchEnvironment(
     plan_id="plan-1", launch_id="launch-1", challenge="c" * 43, plugin_id="dla",
     artifact_digest="sha256:" + "0" * 64, issuer="urn:ecpa:issuer:test", kid=None,
@@ -110,7 +110,7 @@ def test_an_observer_of_a_0_2_launch_makes_its_process_undumpable(tmp_path: Path
     code = (
         "from pathlib import Path\n"
         "from ecpa.observer import Observer\n"
-        "from ecpa.runtime.process import LaunchEnvironment, PR_GET_DUMPABLE, prctl\n"
+        "from ecpa.runtime.model.process import LaunchEnvironment, PR_GET_DUMPABLE, prctl\n"
         "before = prctl(PR_GET_DUMPABLE)\n"
         "launch = LaunchEnvironment('p', 'launch-1', 'c' * 43, 'dla', 'sha256:' + '0' * 64,\n"
         "    'urn:ecpa:issuer:t', None, None, Path('/nonexistent'), 1,\n"

@@ -16,8 +16,8 @@ import pytest
 
 import ecpa
 from ecpa.launcher.run import BUNDLE_GROUP, BUNDLE_NAME, DEFAULT_PLUGIN_ID, default_plan, load_plan
-from ecpa.runtime.launch import DEFAULT_SLOTS, Slot, launch_from_file
-from ecpa.runtime.plan import (
+from ecpa.runtime.model.launch import DEFAULT_SLOTS, Slot, launch_from_file
+from ecpa.runtime.model.plan import (
     PLAN_SCHEMA,
     PLAN_SCHEMA_01,
     Plan,
@@ -25,7 +25,7 @@ from ecpa.runtime.plan import (
     plan_from_bytes,
     plan_from_dict,
 )
-from ecpa.runtime.process import ProcessIdentity
+from ecpa.runtime.model.process import ProcessIdentity
 
 SUPERVISOR = ProcessIdentity("host-a", 4242, 1000, "boot-1")
 

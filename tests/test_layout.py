@@ -19,11 +19,17 @@ PACKAGES = ("ecpa", "dla_plugin")
 
 # The order of the rooms: a module may import its own room and rooms before it, never after.
 # ``ecpa.errors`` and ``ecpa._files`` sit at the top and are open to every room.
-RANK = {
+RANK: dict[str, float] = {
     "ecpa.errors": 0,
     "ecpa._files": 0,
     "ecpa.profile": 1,
-    "ecpa.runtime": 2,
+    # The runtime room by role: documents and names, the pure judgement, the stores shared
+    # across hosts, the local edge; its facade (``ecpa.runtime``) above them all.
+    "ecpa.runtime.model": 2.1,
+    "ecpa.runtime.judge": 2.2,
+    "ecpa.runtime.stores": 2.3,
+    "ecpa.runtime.host": 2.4,
+    "ecpa.runtime": 2.5,
     "ecpa.observer": 3,
     "ecpa.launcher": 3,
     "ecpa.corpus": 4,
@@ -86,7 +92,7 @@ def test_the_graph_was_read() -> None:
     # Guards the test itself: a broken scanner would find no edges and pass everything.
     assert "ecpa.profile.verify" in GRAPH
     assert "ecpa.profile.jws" in GRAPH["ecpa.profile.verify"]
-    assert "ecpa.runtime.records" in GRAPH["ecpa.runtime.derive"]
+    assert "ecpa.runtime.judge.records" in GRAPH["ecpa.runtime.judge.derive"]
     assert len(MODULES) > 60
 
 
@@ -198,9 +204,10 @@ def test_profile_core_loads_alone() -> None:
     # PostgreSQL fence without its driver (psycopg is loaded when a fence is opened).
     allowed = {
         "ecpa.runtime",
-        "ecpa.runtime.replay",
-        "ecpa.runtime.postgres",
-        "ecpa.runtime.pgconn",
+        "ecpa.runtime.stores",
+        "ecpa.runtime.stores.replay",
+        "ecpa.runtime.stores.postgres",
+        "ecpa.runtime.stores.pgconn",
     }
     assert set(others) <= allowed
     assert "psycopg" not in loaded
@@ -256,10 +263,20 @@ def test_modules_stay_small() -> None:
 
 
 def test_every_room_says_what_it_may_import() -> None:
-    for package in ("profile", "runtime", "observer", "launcher", "corpus", "corpus/generator"):
+    rooms = ["profile", "runtime", "observer", "launcher", "corpus", "corpus/generator"]
+    rooms += [f"runtime/{sub}" for sub in ("model", "judge", "stores", "host")]
+    for package in rooms:
         doc = ast.get_docstring(ast.parse((ROOT / "ecpa" / package / "__init__.py").read_text()))
         assert doc is not None, package
         assert "May import" in doc, package
     doc = ast.get_docstring(ast.parse((ROOT / "dla_plugin/sim/__init__.py").read_text()))
     assert doc is not None
     assert "May import" in doc
+
+
+def test_the_runtime_room_is_split_by_role() -> None:
+    top = sorted(p.name for p in (ROOT / "ecpa" / "runtime").glob("*.py"))
+    subs = sorted(p.parent.name for p in (ROOT / "ecpa" / "runtime").glob("*/__init__.py"))
+    assert len(subs) >= 3, subs
+    assert len(top) <= 6, top
+    assert {f"ecpa.runtime.{sub}" for sub in subs} <= set(RANK)

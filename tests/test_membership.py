@@ -1,7 +1,7 @@
 """Who belongs to a launch (RUNTIME.md "Round 3", "Membership"): exactly the command's tree
 under the supervisor, never a child the supervisor's pid had before the command (an agent
 forked by an entry script before ``exec ecpa run``). One rule for the supervisor (signal,
-reap), enrollment and status: :class:`ecpa.runtime.process.Membership`."""
+reap), enrollment and status: :class:`ecpa.runtime.model.process.Membership`."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ecpa.runtime.launch import launch_from_file
-from ecpa.runtime.membership import Membership, children_now
+from ecpa.runtime.model.launch import launch_from_file
+from ecpa.runtime.model.membership import Membership, children_now
 from tests.support import ROOT
 
 BOSS = 100
@@ -543,9 +543,9 @@ ENROLL_AFTER_MOVE = """
 import os, sys, time
 from pathlib import Path
 import ecpa
-from ecpa.runtime.enroll import Request, enroll
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.process import read_identity
+from ecpa.runtime.model.enroll import Request, enroll
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.process import read_identity
 moved, out = Path(sys.argv[1]), Path(sys.argv[2])
 deadline = time.monotonic() + 30
 while not moved.exists() and time.monotonic() < deadline:

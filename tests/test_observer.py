@@ -1,5 +1,6 @@
 """The in-process observer (RUNTIME.md "Observer", "Evidence record", "Hot-path budget"):
-real threads, real files; records checked by ecpa.runtime.derive.derive, the manager's own check."""
+real threads, real files; records checked by ecpa.runtime.judge.derive.derive, the manager's
+own check."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ from ecpa.observer import (
 from ecpa.observer import _process as observer_module
 from ecpa.observer._sink import Sink
 from ecpa.profile._b64 import b64u_decode
-from ecpa.runtime.derive import RuntimeStatus, derive
-from ecpa.runtime.evidence import Evidence, EvidenceLog, read_log
-from ecpa.runtime.launch import ExpectedLaunch
-from ecpa.runtime.process import (
+from ecpa.runtime.judge.derive import RuntimeStatus, derive
+from ecpa.runtime.model.evidence import Evidence, EvidenceLog, read_log
+from ecpa.runtime.model.launch import ExpectedLaunch
+from ecpa.runtime.model.process import (
     BINDING_ENV_NAMES,
     ENV_NAMES,
     LaunchEnvironment,

@@ -20,8 +20,8 @@ import pytest
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.postgres import PostgresReplayFence, describe_dsn, nonce_key
-from ecpa.runtime.replay import SqliteReplayFence, open_replay_fence
+from ecpa.runtime.stores.postgres import PostgresReplayFence, describe_dsn, nonce_key
+from ecpa.runtime.stores.replay import SqliteReplayFence, open_replay_fence
 from tests._cli_helpers import verify, write_pair, write_trust
 from tests.conftest import PgServer
 
@@ -184,7 +184,10 @@ def test_fingerprint_lets_the_same_record_through_again_only(pg_dsn: str) -> Non
 
 
 def test_processes_creating_the_tables_together(pg_server: PgServer, pg_dsn: str) -> None:
-    code = "import sys; from ecpa.runtime.postgres import PostgresReplayFence as F; F(sys.argv[1])"
+    code = (
+        "import sys; from ecpa.runtime.stores.postgres import PostgresReplayFence as F; "
+        "F(sys.argv[1])"
+    )
     procs = [subprocess.Popen([sys.executable, "-c", code, pg_dsn]) for _ in range(4)]
     try:
         assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]

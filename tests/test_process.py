@@ -18,7 +18,7 @@ import pytest
 
 from ecpa import ErrorCode
 from ecpa.errors import EcpaError
-from ecpa.runtime.process import (
+from ecpa.runtime.model.process import (
     ENV_NAMES,
     LaunchEnvironment,
     ProcessIdentity,

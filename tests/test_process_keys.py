@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa.runtime.enroll import Request, enroll, request_bytes
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.process import read_identity
+from ecpa.runtime.model.enroll import Request, enroll, request_bytes
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.process import read_identity
 from tests._launch_helpers import (
     DRIVE,
     ECPA,
@@ -44,10 +44,10 @@ import os, sys, time
 from pathlib import Path
 import ecpa
 from ecpa.observer._record import Signer, Window, build_evidence
-from ecpa.runtime.enroll import Request, enroll, kid_for, log_name
-from ecpa.runtime.evidence import EvidenceLog
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.process import launch_from_env, read_identity
+from ecpa.runtime.model.enroll import Request, enroll, kid_for, log_name
+from ecpa.runtime.model.evidence import EvidenceLog
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.process import launch_from_env, read_identity
 
 b = launch_from_env(os.environ)
 me, pid1, slot = read_identity(), read_identity(1), Slot("scheduler", 0)
@@ -217,9 +217,9 @@ def test_a_peer_that_hangs_up_early_never_kills_ecpa_run(
 TWICE = """
 import os, sys
 import ecpa
-from ecpa.runtime.enroll import Request, enroll
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.process import launch_from_env, read_identity
+from ecpa.runtime.model.enroll import Request, enroll
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.process import launch_from_env, read_identity
 b, me = launch_from_env(os.environ), read_identity()
 req = Request(ecpa.SigningKey.generate().public_key.to_b64(), Slot("scheduler", 0), me)
 out = [enroll(b.enroll_socket, req), enroll(b.enroll_socket, req)]

@@ -18,7 +18,7 @@ import pytest
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence
+from ecpa.runtime.stores.replay import MemoryReplayFence, ReplayFence, SqliteReplayFence
 
 NONCES = [f"nonce-{i}" for i in range(200)]
 WORKERS = 4

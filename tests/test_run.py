@@ -35,10 +35,10 @@ from ecpa.launcher.run import (
 from ecpa.profile._b64 import b64u_decode
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.launch import Slot, launch_from_file
-from ecpa.runtime.plan import plan_from_dict
-from ecpa.runtime.process import ENV_NAMES_02, launch_from_env, read_identity
-from ecpa.runtime.status import status_from_launch_dir
+from ecpa.runtime.host.status import status_from_launch_dir
+from ecpa.runtime.model.launch import Slot, launch_from_file
+from ecpa.runtime.model.plan import plan_from_dict
+from ecpa.runtime.model.process import ENV_NAMES_02, launch_from_env, read_identity
 from tests._cli_helpers import Run, ecpa_main
 from tests.support import ROOT
 

@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 
 import ecpa
 from ecpa.profile._b64 import b64u_encode
-from ecpa.runtime.derive import RuntimeStatus, derive
-from ecpa.runtime.evidence import LogLine, evidence_digest, read_log
-from ecpa.runtime.launch import ExpectedLaunch, expected_from_dict, launch_from_file
-from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, read_identity
-from ecpa.runtime.records import parse_counters
-from ecpa.runtime.status import status_from_files, status_from_launch_dir
+from ecpa.runtime.host.status import status_from_files, status_from_launch_dir
+from ecpa.runtime.judge.derive import RuntimeStatus, derive
+from ecpa.runtime.judge.records import parse_counters
+from ecpa.runtime.model.evidence import LogLine, evidence_digest, read_log
+from ecpa.runtime.model.launch import ExpectedLaunch, expected_from_dict, launch_from_file
+from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive, read_identity
 from tests._cli_helpers import ecpa_main
 from tests.support import KEY_1, NOW, ROOT, statement, store, trust_doc
 
@@ -362,8 +362,8 @@ def write_launch(tmp: Path, *records: bytes) -> Path:
 
 EMITTER = """
 import sys, time
-from ecpa.runtime.evidence import EvidenceLog, parse_record
-from ecpa.runtime.process import read_identity
+from ecpa.runtime.model.evidence import EvidenceLog, parse_record
+from ecpa.runtime.model.process import read_identity
 from tests.test_runtime import record
 
 ident = read_identity()  # the child's own identity, read from its own /proc entry

@@ -19,14 +19,14 @@ import pytest
 
 from bench.launchdir import HOST, Written, write_launch
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime import ship as ship_module
-from ecpa.runtime.postgres import nonce_key
-from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive, read_identity
-from ecpa.runtime.remote import REMOTE_NOTE, status_from_store
-from ecpa.runtime.ship import BATCH_LINES, ShipReport, ship_launch
-from ecpa.runtime.status import status_from_launch_dir
-from ecpa.runtime.store import EvidenceStore, line_nonce
-from ecpa.runtime.verdict import RuntimeStatus
+from ecpa.runtime.host import ship as ship_module
+from ecpa.runtime.host.ship import BATCH_LINES, ShipReport, ship_launch
+from ecpa.runtime.host.status import status_from_launch_dir
+from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive, read_identity
+from ecpa.runtime.stores.postgres import nonce_key
+from ecpa.runtime.stores.remote import REMOTE_NOTE, status_from_store
+from ecpa.runtime.stores.store import EvidenceStore, line_nonce
 from tests._launch_helpers import DRIVE, ECPA, PLAN, Launches, clean_env, launches
 
 __all__ = ["launches"]  # the fixture, used by name
@@ -239,7 +239,7 @@ def test_a_replaced_log_is_reported_not_shipped_again(pg_dsn: str, written: Writ
 def test_an_over_long_line_is_stored_cut_and_refused_as_too_large(
     pg_dsn: str, written: Written
 ) -> None:
-    from ecpa.runtime.store import MAX_STORED_LINE
+    from ecpa.runtime.stores.store import MAX_STORED_LINE
 
     append(written, 0, b"x" * (MAX_STORED_LINE + 5000) + b"\n")
     ship(pg_dsn, written)
@@ -510,7 +510,7 @@ def test_a_status_under_its_own_trust_or_time_leaves_shared_checkpoints_alone(
 def test_an_over_long_line_ending_in_cr_is_refused_as_in_the_file(
     pg_dsn: str, tmp_path: Path
 ) -> None:
-    from ecpa.runtime.evidence import MAX_RECORD_LENGTH, parse_record
+    from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, parse_record
 
     w = write_launch(tmp_path, slots=1, records=10, now=NOW)
     [log] = logs_of(w)

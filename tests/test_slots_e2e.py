@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.derive import derive_launch
-from ecpa.runtime.evidence import read_log
-from ecpa.runtime.launch import launch_from_file
-from ecpa.runtime.process import Liveness
+from ecpa.runtime.judge.derive import derive_launch
+from ecpa.runtime.model.evidence import read_log
+from ecpa.runtime.model.launch import launch_from_file
+from ecpa.runtime.model.process import Liveness
 from tests._launch_helpers import DRIVE, PLAN, Launches, launches, status, wait_status, wait_until
 
 __all__ = ["launches"]  # the fixture, used by name

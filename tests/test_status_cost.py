@@ -15,13 +15,13 @@ import pytest
 
 from bench.launchdir import HOST, Written, write_launch
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.derive import derive_launch
-from ecpa.runtime.evidence import read_log
-from ecpa.runtime.history import checkpoint_name
-from ecpa.runtime.launch import launch_from_file
-from ecpa.runtime.process import ProcessIdentity, check_alive, descends_from
-from ecpa.runtime.status import status_from_launch_dir
-from ecpa.runtime.verdict import RuntimeStatus
+from ecpa.runtime.host.status import status_from_launch_dir
+from ecpa.runtime.judge.derive import derive_launch
+from ecpa.runtime.judge.history import checkpoint_name
+from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.evidence import read_log
+from ecpa.runtime.model.launch import launch_from_file
+from ecpa.runtime.model.process import ProcessIdentity, check_alive, descends_from
 
 NOW = 1_800_000_000
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ecpa.runtime.launch import launch_from_file
+from ecpa.runtime.model.launch import launch_from_file
 from tests._launch_helpers import DRIVE, Launches, alive, launches, status, wait_status, wait_until
 
 __all__ = ["launches"]  # the fixture, used by name

@@ -15,11 +15,11 @@ import pytest
 import ecpa
 from ecpa.observer._record import Signer, Window, build_evidence
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.derive import RuntimeStatus, derive_launch
-from ecpa.runtime.enroll import kid_for, log_name
-from ecpa.runtime.evidence import read_log, record_line
-from ecpa.runtime.launch import ExpectedLaunch, Slot
-from ecpa.runtime.process import LaunchEnvironment, Liveness, ProcessIdentity
+from ecpa.runtime.judge.derive import RuntimeStatus, derive_launch
+from ecpa.runtime.model.enroll import kid_for, log_name
+from ecpa.runtime.model.evidence import read_log, record_line
+from ecpa.runtime.model.launch import ExpectedLaunch, Slot
+from ecpa.runtime.model.process import LaunchEnvironment, Liveness, ProcessIdentity
 
 NOW = 1_800_000_000
 ISSUER = "urn:ecpa:issuer:test"
@@ -396,7 +396,7 @@ def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
 
     from ecpa.observer import _record
     from ecpa.profile.jcs import canonicalize
-    from ecpa.runtime.launch import expected_from_dict
+    from ecpa.runtime.model.launch import expected_from_dict
 
     original = _record.counters_record
 

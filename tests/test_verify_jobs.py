@@ -22,7 +22,7 @@ import pytest
 
 import ecpa
 from ecpa.cli import _parallel, _units
-from ecpa.runtime.evidence import MAX_RECORD_LENGTH, Evidence, evidence_digest, record_line
+from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, evidence_digest, record_line
 from tests._cli_helpers import (
     Run,
     bundle,

@@ -29,9 +29,9 @@ from ecpa.corpus.runner import CORPUS_FILES, run_any, write
 from ecpa.observer._record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.runtime.evidence import EvidenceLog
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.process import LaunchEnvironment, read_identity
+from ecpa.runtime.model.evidence import EvidenceLog
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.process import LaunchEnvironment, read_identity
 
 corpus_app = typer.Typer(
     help="Run conformance corpora.",

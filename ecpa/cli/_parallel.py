@@ -50,8 +50,8 @@ from ecpa.cli._units import (
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore, TrustStoreDocument
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime.evidence import parse_record, read_log, verify_evidence
-from ecpa.runtime.replay import ReplayFence
+from ecpa.runtime.model.evidence import parse_record, read_log, verify_evidence
+from ecpa.runtime.stores.replay import ReplayFence
 
 __all__ = ["CHUNK_BYTES", "CHUNK_LINES", "VerifyConfig", "verify_with_jobs"]
 

@@ -17,8 +17,8 @@ import typer
 from ecpa.cli._common import fail_usage, safe
 from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.plan import plan_from_dict
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.plan import plan_from_dict
 
 __all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "run_command", "standalone"]
 

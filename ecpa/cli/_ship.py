@@ -10,9 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from ecpa.cli._common import EXIT_OK, fail_usage, safe
-from ecpa.runtime.postgres import is_postgres_dsn
-from ecpa.runtime.ship import ShipReport, ship_launch
-from ecpa.runtime.store import EvidenceStore
+from ecpa.runtime.host.ship import ShipReport, ship_launch
+from ecpa.runtime.stores.postgres import is_postgres_dsn
+from ecpa.runtime.stores.store import EvidenceStore
 
 __all__ = ["SHIP_EXAMPLES", "ship_command"]
 

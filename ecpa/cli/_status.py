@@ -15,12 +15,12 @@ import typer
 
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, json_line, read_json_object, safe
 from ecpa.profile._json import MAX_SAFE_INTEGER
-from ecpa.runtime import history
-from ecpa.runtime.launch import expected_from_dict
-from ecpa.runtime.postgres import is_postgres_dsn
-from ecpa.runtime.remote import status_from_store
-from ecpa.runtime.status import status_from_files, status_from_launch_dir
-from ecpa.runtime.verdict import RuntimeStatus, SlotStatus
+from ecpa.runtime.host.status import status_from_files, status_from_launch_dir
+from ecpa.runtime.judge import history
+from ecpa.runtime.judge.verdict import RuntimeStatus, SlotStatus
+from ecpa.runtime.model.launch import expected_from_dict
+from ecpa.runtime.stores.postgres import is_postgres_dsn
+from ecpa.runtime.stores.remote import status_from_store
 
 __all__ = ["STATUS_EXAMPLES", "status_command"]
 

@@ -19,7 +19,7 @@ from typing import BinaryIO, NamedTuple, cast
 from ecpa.cli._common import open_log, read_stdin
 from ecpa.cli._results import render_result
 from ecpa.errors import EcpaError
-from ecpa.runtime.evidence import MAX_RECORD_LENGTH, read_log
+from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, read_log
 
 __all__ = [
     "Batch",

@@ -32,8 +32,8 @@ from ecpa.profile._json import MAX_SAFE_INTEGER
 from ecpa.profile.statement import describe_validation
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime.evidence import verify_evidence
-from ecpa.runtime.replay import ReplayFence, open_replay_fence
+from ecpa.runtime.model.evidence import verify_evidence
+from ecpa.runtime.stores.replay import ReplayFence, open_replay_fence
 
 #: More workers than this is a mistake, not a speed-up (each is a process).
 MAX_JOBS = 256

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.enroll import MAX_MESSAGE, Request, kid_for, parse_request, reply_bytes
-from ecpa.runtime.launch import LAUNCH_SUBJECT
-from ecpa.runtime.membership import Membership
-from ecpa.runtime.process import PROC, ProcessIdentity, read_identity
-from ecpa.runtime.trust_file import update_trust_file
+from ecpa.runtime.host.trust_file import update_trust_file
+from ecpa.runtime.model.enroll import MAX_MESSAGE, Request, kid_for, parse_request, reply_bytes
+from ecpa.runtime.model.launch import LAUNCH_SUBJECT
+from ecpa.runtime.model.membership import Membership
+from ecpa.runtime.model.process import PROC, ProcessIdentity, read_identity
 
 __all__ = ["EnrollServer", "Enrolled"]
 

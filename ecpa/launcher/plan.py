@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.plan import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
+from ecpa.runtime.model.plan import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
 
 BUNDLE_GROUP = "vllm.extension_bundles"
 #: The manifest's file names the host accepts, the current one first.
@@ -103,7 +103,8 @@ def bundle_manifest() -> tuple[str, bytes]:
 def default_plan(*, issuer: str | None = None) -> Plan:
     """The plan for the installed DLA bundle: plugin ``org.vllm-hust.dla/victim-selector``,
     artifact digest the SHA-256 of its manifest's bytes, every other member its default
-    (``plan_id`` the digest of the resolved plan, see :func:`ecpa.runtime.launch.plan_from_dict`).
+    (``plan_id`` the digest of the resolved plan, see
+    :func:`ecpa.runtime.model.launch.plan_from_dict`).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` as :func:`bundle_manifest`.

@@ -3,7 +3,7 @@
 
 ``ecpa run`` in three steps, each usable on its own:
 
-1. :func:`prepare_launch` makes a fresh launch of a :class:`~ecpa.runtime.plan.Plan`: a
+1. :func:`prepare_launch` makes a fresh launch of a :class:`~ecpa.runtime.model.plan.Plan`: a
    random launch id and challenge, and the launch directory ``EVIDENCE_DIR/<launch_id>/``
    (mode 0700) holding ``trust.json`` (no key yet: each scheduler process enrolls its own),
    ``evidence/<launch_id>/`` (0700, one log per process) and ``launch.json`` (with the
@@ -48,10 +48,10 @@ from ecpa.launcher.plan import (
 )
 from ecpa.launcher.supervise import FORWARDED, LaunchExit, Supervisor
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
-from ecpa.runtime.launch import EXIT_SCHEMA
-from ecpa.runtime.membership import Membership, children_now
-from ecpa.runtime.plan import Plan, launch_document, plan_from_dict
-from ecpa.runtime.process import BINDING_ENV_NAMES, ProcessIdentity, read_identity
+from ecpa.runtime.model.launch import EXIT_SCHEMA
+from ecpa.runtime.model.membership import Membership, children_now
+from ecpa.runtime.model.plan import Plan, launch_document, plan_from_dict
+from ecpa.runtime.model.process import BINDING_ENV_NAMES, ProcessIdentity, read_identity
 
 __all__ = [
     "BINDING_NAMES",

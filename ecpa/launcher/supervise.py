@@ -33,8 +33,8 @@ from pathlib import Path
 from types import FrameType
 
 from ecpa.launcher.enroll import EnrollServer
-from ecpa.runtime.membership import Membership, children_now
-from ecpa.runtime.process import PR_SET_CHILD_SUBREAPER, prctl
+from ecpa.runtime.model.membership import Membership, children_now
+from ecpa.runtime.model.process import PR_SET_CHILD_SUBREAPER, prctl
 
 __all__ = ["FORWARDED", "LaunchExit", "Supervisor"]
 

@@ -28,9 +28,9 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.observer._record import Signer, Window, build_evidence, ttl_for
 from ecpa.observer._sink import Sink, Waiter
 from ecpa.profile.keys import SigningKey
-from ecpa.runtime.enroll import Request, enroll, kid_for, log_name
-from ecpa.runtime.launch import Slot, check_launch_id
-from ecpa.runtime.process import (
+from ecpa.runtime.model.enroll import Request, enroll, kid_for, log_name
+from ecpa.runtime.model.launch import Slot, check_launch_id
+from ecpa.runtime.model.process import (
     LaunchEnvironment,
     ProcessIdentity,
     make_undumpable,
@@ -60,7 +60,7 @@ CHANGED = 3
 DEFAULT_EMIT_INTERVAL_S = 1.0
 #: Optional: the emit interval in seconds, set by the manager (``ecpa run``).
 EMIT_INTERVAL_ENV = "ECPA_EMIT_INTERVAL_S"
-# The bound a plan accepts (ecpa.runtime.plan): positive, at most a third of the longest
+# The bound a plan accepts (ecpa.runtime.model.plan): positive, at most a third of the longest
 # statement lifetime (300 s), so the newest statement outlives the wait for the next.
 MAX_INTERVAL_S = 100.0
 _ENROLL_TIMEOUT_S = 2.0

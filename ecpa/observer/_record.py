@@ -13,11 +13,11 @@ from ecpa.profile.jcs import canonicalize
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.sign import sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.runtime.enroll import nonce_for
-from ecpa.runtime.evidence import Evidence, evidence_digest
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.process import LaunchEnvironment, ProcessIdentity
-from ecpa.runtime.records import COUNTERS_SCHEMA
+from ecpa.runtime.judge.records import COUNTERS_SCHEMA
+from ecpa.runtime.model.enroll import nonce_for
+from ecpa.runtime.model.evidence import Evidence, evidence_digest
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.process import LaunchEnvironment, ProcessIdentity
 
 #: Statement lifetime, ``expires_at - issued_at``, at the default cadence; longer emit
 #: intervals get up to ``MAX_TTL_S`` (RUNTIME.md: at most 300), so that the newest statement
@@ -56,7 +56,7 @@ def ttl_for(emit_interval_s: float) -> int:
 
 def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
     """The raw counters record (schema ``ecpa-dispatch-counters/0.3``) as JCS bytes: exactly
-    the members :mod:`ecpa.runtime.records` accepts."""
+    the members :mod:`ecpa.runtime.judge.records` accepts."""
     return canonicalize(
         {
             "schema": COUNTERS_SCHEMA,

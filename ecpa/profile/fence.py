@@ -3,7 +3,7 @@
 A fence is consulted last, after every other check has passed, and records the nonce in the
 same step that accepts it, so a statement refused for any other reason never consumes its
 nonce. Any object with ``check_and_record`` can serve as a fence; the durable ones (SQLite)
-live in :mod:`ecpa.runtime.replay`, beside the files they keep.
+live in :mod:`ecpa.runtime.stores.replay`, beside the files they keep.
 """
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ from typing import Any
 
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
-from ecpa.runtime.enroll import parse_kid
-from ecpa.runtime.launch import ExpectedLaunch, Slot
-from ecpa.runtime.process import Liveness, ProcessIdentity
-from ecpa.runtime.records import Accepted
-from ecpa.runtime.stream import Stream
+from ecpa.runtime.judge.records import Accepted
+from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.model.enroll import parse_kid
+from ecpa.runtime.model.launch import ExpectedLaunch, Slot
+from ecpa.runtime.model.process import Liveness, ProcessIdentity
 
 __all__ = ["Judge", "RuntimeStatus", "SlotStatus"]
 

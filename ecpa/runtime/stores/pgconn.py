@@ -2,7 +2,8 @@
 psycopg 3): DSNs and what may be said of them (never a password), connections that fail fast
 and calls bounded on both sides, and versioned schemas made once under an advisory lock.
 psycopg is imported only when a connection is made: ``import ecpa`` does not need it. The
-replay fence is :mod:`ecpa.runtime.postgres`, the evidence store :mod:`ecpa.runtime.store`.
+replay fence is :mod:`ecpa.runtime.stores.postgres`, the evidence store
+:mod:`ecpa.runtime.stores.store`.
 """
 
 from __future__ import annotations

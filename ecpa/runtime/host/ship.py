@@ -1,5 +1,6 @@
-"""``ecpa ship``: copy a launch's evidence into the evidence store (:mod:`ecpa.runtime.store`),
-every complete line exactly once, resuming after a restart where the last commit stopped.
+"""``ecpa ship``: copy a launch's evidence into the evidence store
+(:mod:`ecpa.runtime.stores.store`), every complete line exactly once, resuming after a
+restart where the last commit stopped.
 
 A pass reads the launch directory as ``ecpa status`` does (private directories, no symlink,
 regular files only, each log opened relative to its directory), stores ``launch.json``,
@@ -28,10 +29,10 @@ from pathlib import Path
 from ecpa._files import check_private_dir, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES
-from ecpa.runtime.launch import MAX_LAUNCH_FILE_BYTES, launch_from_bytes
-from ecpa.runtime.logs import open_process_logs
-from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive
-from ecpa.runtime.store import ANCHOR_BYTES, MAX_STORED_LINE, EvidenceStore, Position
+from ecpa.runtime.host.logs import open_process_logs
+from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, launch_from_bytes
+from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive
+from ecpa.runtime.stores.store import ANCHOR_BYTES, MAX_STORED_LINE, EvidenceStore, Position
 
 __all__ = ["BATCH_BYTES", "BATCH_LINES", "ShipReport", "ship_launch"]
 
@@ -74,7 +75,7 @@ def _complete_lines(fd: int, start: int, size: int) -> tuple[list[tuple[int, byt
     """Complete lines of ``fd`` from ``start`` (a line boundary) before ``size``, at most a
     batch: (offset, line without its newline) each, blank lines skipped; and the offset
     just after the last complete line taken. A line longer than a record may be is kept
-    cut to :data:`~ecpa.runtime.store.MAX_STORED_LINE` bytes (still refused as too large)."""
+    cut to :data:`~ecpa.runtime.stores.store.MAX_STORED_LINE` bytes (still refused as too large)."""
     lines: list[tuple[int, bytes]] = []
     taken = 0
     pos = line_at = off = start

@@ -1,6 +1,6 @@
 """The compact form of an evidence record, read without the strict JSON reader.
 
-A line as :func:`ecpa.runtime.evidence.record_line` writes it, or a bundle: the members in
+A line as :func:`ecpa.runtime.model.evidence.record_line` writes it, or a bundle: the members in
 that order, no whitespace, values in the base64url alphabet (``detached_jws`` also ``.``).
 Such bytes are strict JSON (PROFILE §4) of an object of known, unique members with string
 values, so the strict reader would return exactly these values. Split on ``"`` (no value in

@@ -1,5 +1,5 @@
 """The I/O edge of the derivation (RUNTIME.md "Deriving runtime_effective"): read a launch's
-files, ask ``/proc``, and call the pure :mod:`ecpa.runtime.derive`.
+files, ask ``/proc``, and call the pure :mod:`ecpa.runtime.judge.derive`.
 
 Everything is read as the writer writes it: no symlink followed, nothing but regular files
 (``ecpa._files.open_regular``), and a launch directory or evidence directory that another
@@ -19,14 +19,14 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
-from ecpa.runtime.derive import derive, verdict_launch
-from ecpa.runtime.evidence import read_log
-from ecpa.runtime.history import HISTORY_BUDGET_S
-from ecpa.runtime.launch import ExpectedLaunch, launch_ended, launch_from_file
-from ecpa.runtime.logs import judge_logs, open_process_logs
-from ecpa.runtime.process import Liveness, ProcessIdentity, check_alive
-from ecpa.runtime.replay import ReplayDb, open_fence
-from ecpa.runtime.verdict import RuntimeStatus
+from ecpa.runtime.host.logs import judge_logs, open_process_logs
+from ecpa.runtime.judge.derive import derive, verdict_launch
+from ecpa.runtime.judge.history import HISTORY_BUDGET_S
+from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.evidence import read_log
+from ecpa.runtime.model.launch import ExpectedLaunch, launch_ended, launch_from_file
+from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive
+from ecpa.runtime.stores.replay import ReplayDb, open_fence
 
 __all__ = ["status_from_files", "status_from_launch_dir"]
 
@@ -46,7 +46,7 @@ def status_from_files(
     replay_db: ReplayDb = None,
     max_idle: int | None = None,
 ) -> RuntimeStatus:
-    """:func:`~ecpa.runtime.derive.derive` over the log at ``evidence_log`` with the trust
+    """:func:`~ecpa.runtime.judge.derive.derive` over the log at ``evidence_log`` with the trust
     store at ``trust``, liveness from ``proc_root`` (``host`` defaults to this host's name).
 
     Raises:

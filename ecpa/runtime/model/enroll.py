@@ -25,8 +25,8 @@ from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import parse_object
-from ecpa.runtime.launch import Slot
-from ecpa.runtime.process import ProcessIdentity
+from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.process import ProcessIdentity
 
 __all__ = [
     "ENROLL_SCHEMA",

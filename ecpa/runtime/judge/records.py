@@ -3,7 +3,7 @@ runtime_effective" condition 1-2, "Slots", "Process keys").
 
 :func:`check_record` runs every check that one record can fail on its own, in this order, and
 raises the first failure; sequence order and replay are the stream's business
-(:mod:`ecpa.runtime.derive`):
+(:mod:`ecpa.runtime.judge.derive`):
 
 1. PROFILE.md §3 with the launch's trust store at ``now`` (without the exact-nonce binding:
    each statement answers its own nonce);
@@ -32,10 +32,10 @@ from ecpa.profile.jcs import canonicalize
 from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, describe_validation
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy, verify
-from ecpa.runtime.enroll import kid_for, log_name, nonce_for
-from ecpa.runtime.evidence import Evidence, evidence_digest
-from ecpa.runtime.launch import ExpectedLaunch, Slot
-from ecpa.runtime.process import ProcessIdentity
+from ecpa.runtime.model.enroll import kid_for, log_name, nonce_for
+from ecpa.runtime.model.evidence import Evidence, evidence_digest
+from ecpa.runtime.model.launch import ExpectedLaunch, Slot
+from ecpa.runtime.model.process import ProcessIdentity
 
 __all__ = [
     "COUNTERS_SCHEMA",

@@ -8,7 +8,7 @@ obligated :class:`Slot` s; :func:`launch_document` is the ``launch.json`` of one
 A 0.1 file means exactly one slot, ``scheduler.0``, and (for a launch) one shared launch key.
 
 Launch files are strict JSON (PROFILE §4: UTF-8, no duplicate member, safe integers). Plans
-are in :mod:`ecpa.runtime.plan`.
+are in :mod:`ecpa.runtime.model.plan`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
 from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_validation
-from ecpa.runtime.membership import Membership
-from ecpa.runtime.process import ProcessIdentity
+from ecpa.runtime.model.membership import Membership
+from ecpa.runtime.model.process import ProcessIdentity
 
 __all__ = [
     "DEFAULT_SLOTS",

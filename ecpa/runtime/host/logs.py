@@ -1,7 +1,7 @@
 """A 0.2 launch's process logs as ``ecpa status`` reads them: each opened once, relative to
 its directory, never through a symlink; each decided from its end
-(:mod:`ecpa.runtime.tail`); its full history walked forward from the last checkpoint within
-a time budget (:mod:`ecpa.runtime.history`). The cost of a status is the logs' ends plus
+(:mod:`ecpa.runtime.judge.tail`); its full history walked forward from the last checkpoint within
+a time budget (:mod:`ecpa.runtime.judge.history`). The cost of a status is the logs' ends plus
 the budget, whatever the launch's age."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
-from ecpa.runtime import history, tail
-from ecpa.runtime.evidence import MAX_RECORD_LENGTH, LogLine
-from ecpa.runtime.launch import ExpectedLaunch
-from ecpa.runtime.sources import LOG_NAME, judge_sources
-from ecpa.runtime.stream import Stream
+from ecpa.runtime.judge import history, tail
+from ecpa.runtime.judge.sources import LOG_NAME, judge_sources
+from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine
+from ecpa.runtime.model.launch import ExpectedLaunch
 
 __all__ = ["MAX_LOGS", "FileLog", "ProcessLogs", "judge_logs", "open_process_logs"]
 

@@ -3,10 +3,10 @@
 Pure: the log lines, the trust store, the expected launch, the time ``now``, and what the
 manager knows of processes (liveness, descent from the supervisor) are all parameters, so
 every withdrawal rule can be tested without a clock or a real ``/proc``. The I/O edge that
-reads files and asks ``/proc`` is :mod:`ecpa.runtime.status`.
+reads files and asks ``/proc`` is :mod:`ecpa.runtime.host.status`.
 
 Each log is one *stream*: its complete lines are checked one by one
-(:func:`ecpa.runtime.records.check_record`), sequence numbers only grow within it, and each
+(:func:`ecpa.runtime.judge.records.check_record`), sequence numbers only grow within it, and each
 nonce passes a replay fence last. :func:`derive` decides from one stream (a 0.1 launch's
 log); :func:`derive_launch` from one stream per process (0.2), slot by slot: a slot is
 covered when exactly one live process of the launch bound to it has fresh evidence showing
@@ -21,12 +21,12 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Policy
-from ecpa.runtime.evidence import LogLine
-from ecpa.runtime.launch import ExpectedLaunch
-from ecpa.runtime.process import Liveness, ProcessIdentity
-from ecpa.runtime.records import COUNTERS_SCHEMA, check_record
-from ecpa.runtime.stream import Stream
-from ecpa.runtime.verdict import Judge, RuntimeStatus, SlotStatus
+from ecpa.runtime.judge.records import COUNTERS_SCHEMA, check_record
+from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.judge.verdict import Judge, RuntimeStatus, SlotStatus
+from ecpa.runtime.model.evidence import LogLine
+from ecpa.runtime.model.launch import ExpectedLaunch
+from ecpa.runtime.model.process import Liveness, ProcessIdentity
 
 __all__ = [
     "COUNTERS_SCHEMA",
@@ -172,6 +172,6 @@ def verdict_launch(
     skipped: Iterable[str] = (),
 ) -> RuntimeStatus:
     """The verdict of :func:`derive_launch` over streams already walked (decided from each
-    log's end, with the history of its checkpoint: :mod:`ecpa.runtime.logs`)."""
+    log's end, with the history of its checkpoint: :mod:`ecpa.runtime.host.logs`)."""
     judge = Judge(expected, now, liveness, descends=descends, max_idle=max_idle)
     return judge.launch(streams, supervisor=supervisor, skipped=list(skipped))

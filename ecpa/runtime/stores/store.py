@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import parse_object
-from ecpa.runtime.evidence import MAX_RECORD_LENGTH, parse_record
-from ecpa.runtime.pgconn import (
+from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, parse_record
+from ecpa.runtime.stores.pgconn import (
     CALL_TIMEOUT_S,
     Watchdog,
     connect,
@@ -39,9 +39,9 @@ from ecpa.runtime.pgconn import (
     ensure_schema,
     store_error,
 )
-from ecpa.runtime.postgres import nonce_key
-from ecpa.runtime.store_schema import create_tables as _create
-from ecpa.runtime.store_schema import upgrade_tables as _upgrade
+from ecpa.runtime.stores.postgres import nonce_key
+from ecpa.runtime.stores.store_schema import create_tables as _create
+from ecpa.runtime.stores.store_schema import upgrade_tables as _upgrade
 
 if TYPE_CHECKING:
     import psycopg
@@ -102,7 +102,7 @@ class EvidenceStore:
     Every method raises ``EcpaError`` (``ECPA_EVIDENCE_STORE``) when the server cannot be
     used, naming where (never the password); nothing else escapes. After such a failure the
     next call connects again (:attr:`transient` says the last failure was the server's).
-    Every call is bounded on this side too (:class:`~ecpa.runtime.postgres.Watchdog`).
+    Every call is bounded on this side too (:class:`~ecpa.runtime.stores.postgres.Watchdog`).
     """
 
     def __init__(self, dsn: str, *, create: bool = True, timeout: float = CALL_TIMEOUT_S) -> None:

@@ -4,7 +4,7 @@ A replay fence on SQLite serves one host. :class:`PostgresReplayFence` keeps the
 contract on a PostgreSQL server that manager replicas on several hosts share: a nonce is
 accepted once, recorded in the same committed statement that accepts it (the nonce is the
 primary key, the insert commits before the call returns). The evidence store that
-``ecpa ship`` fills and ``ecpa status --db`` reads is :mod:`ecpa.runtime.store`.
+``ecpa ship`` fills and ``ecpa status --db`` reads is :mod:`ecpa.runtime.stores.store`.
 
 Every table is created on first use, under a transaction-scoped advisory lock (several
 processes starting together create it once), and each component has its version row in
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import replayed
-from ecpa.runtime.pgconn import (
+from ecpa.runtime.stores.pgconn import (
     CALL_TIMEOUT_S,
     SCHEMES,
     Watchdog,

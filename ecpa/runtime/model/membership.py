@@ -1,6 +1,6 @@
 """Who belongs to a launch (RUNTIME.md "Round 3", "Membership"): the supervisor's tree, less
 the children its pid had before the command. One rule for supervision, enrollment and
-status; ``/proc`` is read through :mod:`ecpa.runtime.process` (``proc_root`` a parameter).
+status; ``/proc`` is read through :mod:`ecpa.runtime.model.process` (``proc_root`` a parameter).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ecpa.errors import EcpaError
-from ecpa.runtime.process import _MAX_DEPTH, PROC, _start_ticks, _stat_fields, parent_pid
+from ecpa.runtime.model.process import _MAX_DEPTH, PROC, _start_ticks, _stat_fields, parent_pid
 
 __all__ = ["Membership", "children_now"]
 

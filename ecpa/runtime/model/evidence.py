@@ -28,7 +28,7 @@ from ecpa.profile.fence import ReplayFence
 from ecpa.profile.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, _verify_encoded
-from ecpa.runtime._compact_record import compact_members
+from ecpa.runtime.model._compact_record import compact_members
 
 __all__ = [
     "RECORD_SCHEMA",

@@ -1,7 +1,7 @@
 """A process log's full history, walked once and kept in a checkpoint beside it (RUNTIME.md
 "Slots": status time independent of how long the launch has run).
 
-``ecpa status`` decides each slot from the end of each log (:mod:`ecpa.runtime.tail`); the
+``ecpa status`` decides each slot from the end of each log (:mod:`ecpa.runtime.judge.tail`); the
 facts that need the whole history (records accepted and refused, gaps, torn lines) are
 walked forward from where the last status stopped, within a time budget, and saved in
 ``.<log name>.status`` beside the log (mode 0600, replaced atomically). A checkpoint counts
@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ecpa.runtime.evidence import MAX_RECORD_LENGTH, LogLine, read_log
-from ecpa.runtime.stream import Stream
+from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine, read_log
 
 __all__ = [
     "HISTORY_BUDGET_S",

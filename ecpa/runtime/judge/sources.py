@@ -1,8 +1,8 @@
 """The judgement of a launch's process logs, wherever they are kept (RUNTIME.md
 "runtime_effective"): each log is a :class:`LogSource` (a file beside its checkpoint, or the
-lines an evidence store holds), decided from its end (:mod:`ecpa.runtime.tail`), its full
+lines an evidence store holds), decided from its end (:mod:`ecpa.runtime.judge.tail`), its full
 history walked forward from the last checkpoint within a time budget
-(:mod:`ecpa.runtime.history`). No file or store is opened here: the sources are given."""
+(:mod:`ecpa.runtime.judge.history`). No file or store is opened here: the sources are given."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence, record_nonce
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
-from ecpa.runtime import history, tail
-from ecpa.runtime.derive import walk
-from ecpa.runtime.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is_json, parse_record
-from ecpa.runtime.launch import ExpectedLaunch
-from ecpa.runtime.records import Accepted, check_record
-from ecpa.runtime.stream import Stream
+from ecpa.runtime.judge import history, tail
+from ecpa.runtime.judge.derive import walk
+from ecpa.runtime.judge.records import Accepted, check_record
+from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is_json, parse_record
+from ecpa.runtime.model.launch import ExpectedLaunch
 
 __all__ = ["FUTURE_GRACE_S", "LOG_NAME", "LogSource", "judge_sources"]
 
@@ -58,8 +58,8 @@ def _merge(ck: history.Checkpoint, decision: tail.TailDecision, name: str) -> St
 
 class LogSource(Protocol):
     """One process log as :func:`judge_sources` reads it: a file beside its checkpoint
-    (:class:`ecpa.runtime.logs.FileLog`), or the lines an evidence store holds
-    (:class:`ecpa.runtime.remote.StoredLog`). Offsets order its lines; the checkpoint's
+    (:class:`ecpa.runtime.host.logs.FileLog`), or the lines an evidence store holds
+    (:class:`ecpa.runtime.stores.remote.StoredLog`). Offsets order its lines; the checkpoint's
     offset is the first not yet walked."""
 
     name: str
@@ -87,7 +87,7 @@ class LogSource(Protocol):
 
     def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
         """The newest complete lines before ``end``, newest first (see
-        :func:`ecpa.runtime.tail.newest_lines`)."""
+        :func:`ecpa.runtime.judge.tail.newest_lines`)."""
         ...
 
     def line_at(self, offset: int) -> bytes | None:
@@ -161,7 +161,7 @@ def judge_sources(
     budget_s: float | None,
     save: bool = True,
 ) -> tuple[dict[str, Stream], list[str]]:
-    """One :class:`~ecpa.runtime.stream.Stream` per log, decided from its end, with its
+    """One :class:`~ecpa.runtime.judge.stream.Stream` per log, decided from its end, with its
     history's facts as far as the checkpoint and ``budget_s`` seconds of walking reach
     (``None``: to the end); and notes on what is not walked yet or not saved.
 

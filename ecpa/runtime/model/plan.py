@@ -17,8 +17,14 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
 from ecpa.profile.jcs import canonicalize
 from ecpa.profile.statement import SafeInt, Sha256Digest, describe_validation
-from ecpa.runtime.launch import DEFAULT_SLOTS, LAUNCH_SCHEMA, LAUNCH_SUBJECT, Slot, slots_from_list
-from ecpa.runtime.process import ProcessIdentity
+from ecpa.runtime.model.launch import (
+    DEFAULT_SLOTS,
+    LAUNCH_SCHEMA,
+    LAUNCH_SUBJECT,
+    Slot,
+    slots_from_list,
+)
+from ecpa.runtime.model.process import ProcessIdentity
 
 __all__ = [
     "MAX_EMIT_INTERVAL_S",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence, record_nonce
-from ecpa.runtime.records import Accepted
+from ecpa.runtime.judge.records import Accepted
 
 __all__ = ["MAX_LISTED", "Stream"]
 
@@ -18,7 +18,7 @@ MAX_LISTED = 20
 @dataclass
 class Stream:
     """What the walk over one log has seen (its full history, or a part of it: a status
-    checkpoint keeps these facts between calls, see :mod:`ecpa.runtime.history`)."""
+    checkpoint keeps these facts between calls, see :mod:`ecpa.runtime.judge.history`)."""
 
     name: str | None = None
     accepted: int = 0

@@ -1,11 +1,11 @@
 """``ecpa status --db``: the derivation of ``runtime_effective`` from an evidence store, for a
 launch running on another host (RUNTIME.md "Deriving runtime_effective", "Slots").
 
-The lines are the ones ``ecpa ship`` copied, byte for byte, and each log is judged as
-``ecpa status --launch`` judges a file (:func:`ecpa.runtime.sources.judge_sources`: decided from
-its newest lines, its history walked from a checkpoint kept in the store). What cannot be
-done from here is said in the reasons, never assumed away: ``/proc`` of the launch's host is
-not read, so a process counts as alive while its newest signed heartbeat is within the
+The lines are the ones ``ecpa ship`` copied, byte for byte, and each log is judged as ``ecpa
+status --launch`` judges a file (:func:`ecpa.runtime.judge.sources.judge_sources`: decided
+from its newest lines, its history walked from a checkpoint kept in the store). What cannot
+be done from here is said in the reasons, never assumed away: ``/proc`` of the launch's host
+is not read, so a process counts as alive while its newest signed heartbeat is within the
 heartbeat window (a process that stopped is withdrawn when its last heartbeat ages out, not
 the moment it dies), and descent from the supervisor is not checked. The supervisor counts
 as alive while ``ecpa ship``, on its host, saw it alive within the heartbeat window. A
@@ -28,17 +28,17 @@ from ecpa.profile._json import parse_object
 from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
-from ecpa.runtime import history
-from ecpa.runtime.derive import verdict_launch
-from ecpa.runtime.evidence import LogLine, parse_record
-from ecpa.runtime.history import HISTORY_BUDGET_S
-from ecpa.runtime.launch import ended_from_bytes, launch_from_bytes
-from ecpa.runtime.process import Liveness, ProcessIdentity
-from ecpa.runtime.replay import ReplayDb, open_fence
-from ecpa.runtime.sources import FUTURE_GRACE_S, LOG_NAME, judge_sources
-from ecpa.runtime.store import EvidenceStore, LaunchRow
-from ecpa.runtime.stream import Stream
-from ecpa.runtime.verdict import RuntimeStatus
+from ecpa.runtime.judge import history
+from ecpa.runtime.judge.derive import verdict_launch
+from ecpa.runtime.judge.history import HISTORY_BUDGET_S
+from ecpa.runtime.judge.sources import FUTURE_GRACE_S, LOG_NAME, judge_sources
+from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.evidence import LogLine, parse_record
+from ecpa.runtime.model.launch import ended_from_bytes, launch_from_bytes
+from ecpa.runtime.model.process import Liveness, ProcessIdentity
+from ecpa.runtime.stores.replay import ReplayDb, open_fence
+from ecpa.runtime.stores.store import EvidenceStore, LaunchRow
 
 __all__ = ["REMOTE_NOTE", "StoredLog", "status_from_store"]
 
@@ -51,10 +51,11 @@ _PAGE = 500
 
 
 class StoredLog:
-    """A process log as the evidence store holds it (a :class:`~ecpa.runtime.sources.LogSource`):
-    its lines in file order, its checkpoint in ``ecpa_status_checkpoint``. A checkpoint
-    holds while the line just before its offset is still the one it walked last (by hash):
-    otherwise the history is walked again from the start."""
+    """A process log as the evidence store holds it (a
+    :class:`~ecpa.runtime.judge.sources.LogSource`): its lines in file order, its checkpoint
+    in ``ecpa_status_checkpoint``. A checkpoint holds while the line just before its offset
+    is still the one it walked last (by hash): otherwise the history is walked again from
+    the start."""
 
     def __init__(
         self, store: EvidenceStore, launch_id: str, name: str, end: int, *, basis: str, save: bool

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import MemoryReplayFence, ReplayFence, record_nonce, replayed
-from ecpa.runtime.postgres import PostgresReplayFence, is_postgres_dsn, looks_like_dsn
+from ecpa.runtime.stores.postgres import PostgresReplayFence, is_postgres_dsn, looks_like_dsn
 
 __all__ = [
     "MemoryReplayFence",
@@ -194,7 +194,7 @@ class SqliteReplayFence:
 
 def open_replay_fence(spec: str | os.PathLike[str]) -> SqliteReplayFence | PostgresReplayFence:
     """The durable fence ``spec`` names: a ``postgresql://`` (or ``postgres://``) DSN opens a
-    :class:`~ecpa.runtime.postgres.PostgresReplayFence`, anything else an SQLite file.
+    :class:`~ecpa.runtime.stores.postgres.PostgresReplayFence`, anything else an SQLite file.
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when that fence cannot be used.

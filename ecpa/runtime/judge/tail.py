@@ -8,7 +8,7 @@ foreign or replayed record) is reported and passed over; a run of :data:`MAX_EXP
 expired ones ends the search, since everything before them is older still. At most
 :data:`MAX_LINES` lines (blank ones included) or :data:`MAX_BYTES` bytes are read: a log
 whose end holds nothing acceptable within that is decided as having no valid evidence. A
-record the history walk has already passed (see :mod:`ecpa.runtime.history`) decides only
+record the history walk has already passed (see :mod:`ecpa.runtime.judge.history`) decides only
 if it is the newest that walk accepted; a record after it must have a higher seq.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.evidence import MAX_RECORD_LENGTH, Evidence, parse_record
-from ecpa.runtime.records import Accepted
+from ecpa.runtime.judge.records import Accepted
+from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, parse_record
 
 __all__ = ["MAX_BYTES", "MAX_EXPIRED_RUN", "MAX_LINES", "TailDecision", "decide", "newest_lines"]
 

@@ -1,4 +1,4 @@
-"""The evidence store's tables (:mod:`ecpa.runtime.store`): made on first use, and brought
+"""The evidence store's tables (:mod:`ecpa.runtime.stores.store`): made on first use, and brought
 up to date from an older version by a writer."""
 
 from __future__ import annotations
