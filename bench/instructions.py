@@ -92,7 +92,7 @@ def _write_log(directory: Path, n: int) -> None:
     import json
 
     from bench.micro import Case
-    from ecpa.profile._b64 import b64u_encode
+    from ecpa.profile.b64 import b64u_encode
 
     case = Case()
     line = json.dumps(

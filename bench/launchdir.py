@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ecpa
-from ecpa.observer._record import Signer, Window, build_evidence
+from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.runtime.model.enroll import kid_for, log_name
 from ecpa.runtime.model.evidence import record_line
 from ecpa.runtime.model.launch import Slot

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 import ecpa
 from bench.paired import Row, paired_calls
-from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile.b64 import b64u_decode, b64u_encode
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus" / "ecpa-0.1" / "attestation-vectors.json"

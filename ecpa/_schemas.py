@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ecpa._files import write_generated
-from ecpa.corpus._format import AttestationVectors, TrustStoreVectors
+from ecpa.corpus.formats import AttestationVectors, TrustStoreVectors
 from ecpa.profile.statement import Statement
 from ecpa.profile.trust import TrustStoreDocument
 

@@ -111,7 +111,7 @@ SEED_CASES = (
 
 def seed_inputs() -> dict[str, bytes]:
     """File name -> bytes of the seed corpus; a name starts with the expected outcome."""
-    from ecpa.profile._b64 import b64u_decode
+    from ecpa.profile.b64 import b64u_decode
 
     cases = {case["id"]: case for case in _DOC["cases"]}
     seeds = {}

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import ecpa
 from ecpa.cli import main
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from tests.support import KEY_1, NOW, header_bytes, payload_of, sign_raw, statement, trust_doc
 
 RUNNER = CliRunner()

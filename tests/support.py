@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

@@ -1,4 +1,4 @@
-"""Strict base64url (ecpa/profile/_b64.py) against the standard library's codec, which it
+"""Strict base64url (ecpa/profile/b64.py) against the standard library's codec, which it
 no longer calls: encoding by b2a_base64 and two replaces, the alphabet by one translate,
 the trailing bits by the last character, and b64u_decode_ascii for text already checked."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ecpa.errors import EcpaError
-from ecpa.profile._b64 import b64u_decode, b64u_decode_ascii, b64u_encode, b64u_encode_ascii
+from ecpa.profile.b64 import b64u_decode, b64u_decode_ascii, b64u_encode, b64u_encode_ascii
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 

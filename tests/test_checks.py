@@ -16,7 +16,7 @@ import pytest
 
 import ecpa
 from ecpa.errors import ErrorCode
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from tests._checks_helpers import (
     GOOD,
     GOOD_JWS,

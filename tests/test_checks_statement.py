@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from ecpa.profile.statement import check_statement
 from tests._checks_helpers import (
     GOOD,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from tests._cli_helpers import OK_LINE, Run, ecpa_main, verify, write_json, write_trust
 from tests.support import (
     DELETE,

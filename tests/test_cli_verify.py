@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ecpa.cli import app
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from ecpa.runtime.model.evidence import evidence_digest
 from tests._cli_helpers import (
     OK_LINE,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ecpa.cli import main
-from ecpa.corpus._format import AttestationVectors, TrustStoreVectors
+from ecpa.corpus.formats import AttestationVectors, TrustStoreVectors
 from ecpa.corpus.runner import CORPUS_FILES, generate, run_any
 from ecpa.errors import ErrorCode
 from tests.support import CONFORMANCE, ROOT, needs_shared

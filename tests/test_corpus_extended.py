@@ -275,7 +275,7 @@ def test_binding_cases_share_one_fence_as_intended() -> None:
 
 
 def test_document_fits_the_corpus_format() -> None:
-    corpus_format = pytest.importorskip("ecpa.corpus._format")
+    corpus_format = pytest.importorskip("ecpa.corpus.formats")
     corpus_format.AttestationVectors.model_validate(_doc())
     corpus_format.TrustStoreVectors.model_validate(trust_store_cases())
 

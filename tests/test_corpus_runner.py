@@ -12,7 +12,7 @@ import pytest
 import ecpa
 from ecpa.corpus.runner import CaseResult, run_corpus
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from tests.support import (
     CONFORMANCE,
     KEY_1,

@@ -80,7 +80,7 @@ JOSE_DEFAULT_ALGS = jose_jws.JWSRegistry(
 
 
 def _b64(data: bytes) -> str:
-    # Encoded here, not with ecpa.profile._b64: the attached form is built independently of ecpa.
+    # Encoded here, not with ecpa.profile.b64: the attached form is built independently of ecpa.
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 

@@ -23,8 +23,8 @@ import ecpa
 from ecpa.corpus.runner import CORPUS_FILES, generate, run_any
 from ecpa.errors import ErrorCode
 from ecpa.profile import _ed25519
-from ecpa.profile._b64 import b64u_encode
 from ecpa.profile._ed25519 import SMALL_ORDER_ENCODINGS, BackendName
+from ecpa.profile.b64 import b64u_encode
 from ecpa.profile.keys import SigningKey, VerifyKey, check_public_key
 from tests.support import CONFORMANCE, ROOT, SEED_1, load_json, needs_shared
 

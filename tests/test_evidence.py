@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from ecpa.runtime.model.evidence import (
     MAX_RECORD_LENGTH,
     RECORD_SCHEMA,

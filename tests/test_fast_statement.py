@@ -1,4 +1,4 @@
-"""The canonical-statement fast path (ecpa/profile/_fast.py) against the full road of steps
+"""The canonical-statement fast path (ecpa/profile/fast.py) against the full road of steps
 12-17: whenever it answers, the full road accepts the same bytes with an equal statement;
 whenever the full road would refuse, it does not answer. And sign's template writes exactly
 the JCS bytes, with the statement the full road would check."""
@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 import ecpa
 from ecpa.errors import EcpaError
-from ecpa.profile._fast import canonical_statement, statement_payload
-from ecpa.profile._json import parse_object
+from ecpa.profile.fast import canonical_statement, statement_payload
 from ecpa.profile.jcs import canonicalize, matches_canonical
 from ecpa.profile.statement import Statement, check_statement
+from ecpa.profile.strict_json import parse_object
 from tests.support import statement
 from tests.test_properties import VALID, payload_variants, signable_cases
 
@@ -147,7 +147,7 @@ def test_frozen_instance_builds_what_the_constructor_builds() -> None:
     their constructors build, as frozen, with the same fields and repr."""
     import dataclasses
 
-    from ecpa.profile._fast import frozen_instance
+    from ecpa.profile.fast import frozen_instance
 
     signed = ecpa.sign(statement(), ecpa.SigningKey.from_seed(bytes(32)))
     built = ecpa.Signed(
@@ -173,7 +173,7 @@ def test_the_template_digest_check_is_the_digest_pattern(tail: str, prefix: str)
     the pattern sha256:[0-9a-f]{64} takes (no uppercase, whitespace, other digits)."""
     import re
 
-    from ecpa.profile._fast import _digests
+    from ecpa.profile.fast import _digests
 
     digest = re.compile(r"sha256:[0-9a-f]{64}")  # the oracle: the pattern of the profile
 

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 import ecpa
 from ecpa.profile import jcs
-from ecpa.profile._json import parse_object
+from ecpa.profile.strict_json import parse_object
 from tests.test_properties import CHARS, MAX_SAFE, same
 
 E = ecpa.ErrorCode

@@ -26,7 +26,7 @@ import ecpa
 from ecpa.profile import jcs, jws
 from ecpa.profile import sign as sign_module
 from ecpa.profile import verify as verify_module
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from tests import _fuzz_strategies as fuzz
 from tests.support import KEY_1, KEY_2, NOW, sign_raw, statement, store
 from tests.test_properties import (

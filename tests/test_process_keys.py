@@ -43,7 +43,7 @@ FORGER = """
 import os, sys, time
 from pathlib import Path
 import ecpa
-from ecpa.observer._record import Signer, Window, build_evidence
+from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.runtime.model.enroll import Request, enroll, kid_for, log_name
 from ecpa.runtime.model.evidence import EvidenceLog
 from ecpa.runtime.model.launch import Slot

@@ -32,7 +32,7 @@ from ecpa.launcher.run import (
     prepare_launch,
     run_launch,
 )
-from ecpa.profile._b64 import b64u_decode
+from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.trust import TrustStore
 from ecpa.runtime.host.status import status_from_launch_dir

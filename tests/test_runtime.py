@@ -18,7 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ecpa
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from ecpa.runtime.host.status import status_from_files, status_from_launch_dir
 from ecpa.runtime.judge.derive import RuntimeStatus, derive
 from ecpa.runtime.judge.records import parse_counters

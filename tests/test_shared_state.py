@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from ecpa.profile.keys import SigningKey
 from tests._cli_helpers import RECORD_SCHEMA, signed
 from tests._launch_helpers import (

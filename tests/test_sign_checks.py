@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from tests._checks_helpers import (
     GOOD,
     GOOD_JWS,

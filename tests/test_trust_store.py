@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 import ecpa
 from ecpa.errors import ErrorCode
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from tests.support import (
     KEY_1,
     KEY_2,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa.observer._record import Signer, Window, build_evidence
+from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.trust import TrustStore
 from ecpa.runtime.judge.derive import RuntimeStatus, derive_launch
 from ecpa.runtime.model.enroll import kid_for, log_name

@@ -16,8 +16,8 @@ import typer
 
 from ecpa._files import open_regular, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._fast import frozen_instance
-from ecpa.profile._json import parse_object
+from ecpa.profile.fast import frozen_instance
+from ecpa.profile.strict_json import parse_object
 from ecpa.runtime.model.evidence import Evidence, parse_record, read_log
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3

@@ -26,7 +26,7 @@ from ecpa.cli._common import (
 from ecpa.cli._demo_launch import launch_loop, slots_loop
 from ecpa.cli._demo_sim import sim_step
 from ecpa.corpus.runner import CORPUS_FILES, run_any, write
-from ecpa.observer._record import Signer, Window, build_evidence
+from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
 from ecpa.runtime.model.evidence import EvidenceLog

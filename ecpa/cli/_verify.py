@@ -27,9 +27,9 @@ from ecpa.cli._common import (
 from ecpa.cli._parallel import VerifyConfig, verify_with_jobs
 from ecpa.cli._results import ok_fields, render_result
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._b64 import b64u_decode
-from ecpa.profile._json import MAX_SAFE_INTEGER
+from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.statement import describe_validation
+from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime.model.evidence import verify_evidence

@@ -1,5 +1,5 @@
 """The conformance corpus: the runner behind ``ecpa corpus check`` (:mod:`~ecpa.corpus.runner`,
-with the vector file models in :mod:`~ecpa.corpus._format`) and, apart from it, the generator
+with the vector file models in :mod:`~ecpa.corpus.formats`) and, apart from it, the generator
 of the published and extended cases (:mod:`ecpa.corpus.generator`), which the runner imports
 only when asked to write the corpus.
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from ecpa._files import write_generated
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._b64 import b64u_decode
+from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.fence import MemoryReplayFence
 from ecpa.profile.statement import describe_validation
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore

@@ -18,7 +18,7 @@ from typing import Any
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.launcher._write import identity, json_bytes, open_directory, write_atomic
 from ecpa.launcher.supervise import LaunchExit
-from ecpa.profile._json import MAX_SAFE_INTEGER
+from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime.host.trust_file import update_trust_file
 from ecpa.runtime.model.launch import EXIT_SCHEMA
 from ecpa.runtime.model.plan import Plan

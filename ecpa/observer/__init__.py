@@ -1,6 +1,6 @@
 """The in-process observer (RUNTIME.md "Observer", "Hot-path budget"): counters on the
 scheduler's thread (:class:`Observer`, :func:`process_observer`), the record builder
-(:mod:`~ecpa.observer._record`) and the sink that appends off the hot path
+(:mod:`~ecpa.observer.record`) and the sink that appends off the hot path
 (:mod:`~ecpa.observer._sink`); the process-wide observer (:mod:`~ecpa.observer._process`).
 
 May import: :mod:`ecpa.profile`, :mod:`ecpa.runtime`, :mod:`ecpa.errors`; never launcher,

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.observer._record import Signer, Window, build_evidence, ttl_for
 from ecpa.observer._sink import Sink, Waiter
+from ecpa.observer.record import Signer, Window, build_evidence, ttl_for
 from ecpa.profile.keys import SigningKey
 from ecpa.runtime.model.enroll import Request, enroll, kid_for, log_name
 from ecpa.runtime.model.launch import Slot, check_launch_id

@@ -1,7 +1,7 @@
 """The reference strict JSON parser: iterative, so any nesting depth is safe (PROFILE §4).
 
-:func:`ecpa.profile._json.parse_object` falls back to it when the C scanner runs out of recursion
-depth, and the tests use it as an independent oracle: same result, same codes.
+:func:`ecpa.profile.strict_json.parse_object` falls back to it when the C scanner runs out of
+recursion depth, and the tests use it as an independent oracle: same result, same codes.
 """
 
 from __future__ import annotations

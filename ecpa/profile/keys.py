@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import _ed25519
-from ecpa.profile._b64 import b64u_decode, b64u_encode
+from ecpa.profile.b64 import b64u_decode, b64u_encode
 
 __all__ = ["SigningKey", "VerifyKey"]
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._json import MAX_SAFE_INTEGER
+from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 
 __all__ = [
     "PROFILE_ID",

@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._json import parse_object
 from ecpa.profile.keys import VerifyKey
 from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_one_error, describe_validation
+from ecpa.profile.strict_json import parse_object
 
 __all__ = [
     "TRUST_STORE_SCHEMA",

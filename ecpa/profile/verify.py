@@ -9,14 +9,14 @@ from pydantic import BaseModel, ConfigDict
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import jws
-from ecpa.profile._fast import canonical_statement, frozen_instance
-from ecpa.profile._json import parse_object
+from ecpa.profile.fast import canonical_statement, frozen_instance
 from ecpa.profile.fence import ReplayFence
 from ecpa.profile.jcs import matches_canonical
 from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, check_statement
+from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustedKey, TrustStore
 
-__all__ = ["Binding", "Policy", "Verified", "verify"]
+__all__ = ["Binding", "Policy", "Verified", "verify", "verify_encoded"]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -147,10 +147,10 @@ def verify(
         EcpaError: the code of the first failed check, for any input bytes at all.
         TypeError: ``payload`` is not bytes, ``detached_jws`` not str or bytes, ``now`` not int.
     """
-    return _verify_encoded(payload, None, detached_jws, trust_store, now, policy, binding, replay)
+    return verify_encoded(payload, None, detached_jws, trust_store, now, policy, binding, replay)
 
 
-def _verify_encoded(
+def verify_encoded(
     payload: bytes,
     payload_b64: bytes | None,
     detached_jws: str,
@@ -175,7 +175,7 @@ def _verify_encoded(
     header_b64, signature_b64 = jws.split_detached(text)  # step 2
     _, header = jws.parse_header(header_b64)  # steps 3-11
     kid: str = header["kid"]
-    # Steps 12-17 at once for the canonical form of a valid statement (ecpa.profile._fast);
+    # Steps 12-17 at once for the canonical form of a valid statement (ecpa.profile.fast);
     # anything else takes them one by one, and the first that fails names the code.
     statement = canonical_statement(payload, kid)
     if statement is None:

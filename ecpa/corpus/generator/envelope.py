@@ -27,7 +27,7 @@ from ecpa.corpus.generator.kit import (
     with_trailing_bit,
 )
 from ecpa.errors import ErrorCode as E
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from ecpa.profile.jcs import canonicalize
 
 __all__ = ["envelope_cases"]

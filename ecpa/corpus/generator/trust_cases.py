@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from ecpa.corpus.generator.kit import DELETE, KEYS, MAX_SAFE, OK, entry
 from ecpa.corpus.generator.upstream import DECOMPOSED, NFC, TRUSTED
 from ecpa.errors import ErrorCode
-from ecpa.profile._b64 import b64u_encode
+from ecpa.profile.b64 import b64u_encode
 from ecpa.profile.trust import TRUST_STORE_SCHEMA
 
 __all__ = ["TRUST_VECTORS_SCHEMA", "small_order_keys", "trust_store_cases"]

@@ -26,10 +26,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._json import parse_object
 from ecpa.profile.fence import fingerprint
 from ecpa.profile.jcs import canonicalize
 from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, describe_validation
+from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy, verify
 from ecpa.runtime.model.enroll import kid_for, log_name, nonce_for

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._b64 import b64u_decode, b64u_decode_ascii, b64u_encode
-from ecpa.profile._fast import frozen_instance
-from ecpa.profile._json import parse_object
+from ecpa.profile.b64 import b64u_decode, b64u_decode_ascii, b64u_encode
+from ecpa.profile.fast import frozen_instance
 from ecpa.profile.fence import ReplayFence
 from ecpa.profile.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
+from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, _verify_encoded
+from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify_encoded
 from ecpa.runtime.model._compact_record import compact_members
 
 __all__ = [
@@ -217,7 +217,7 @@ def verify_evidence(
     payload, jws = evidence.payload, evidence.detached_jws
     kept = getattr(evidence, _ENCODED, None)  # (payload, its base64url): parse_record's
     encoded = kept[1] if kept is not None and kept[0] is payload else None
-    verified = _verify_encoded(payload, encoded, jws, trust_store, now, policy, binding, None)
+    verified = verify_encoded(payload, encoded, jws, trust_store, now, policy, binding, None)
     if evidence.host_evidence is not None:
         found = evidence_digest(evidence.host_evidence)
         if found != verified.statement.evidence_digest:

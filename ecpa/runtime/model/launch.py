@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
 from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_validation
+from ecpa.profile.strict_json import MAX_SAFE_INTEGER, parse_object
 from ecpa.runtime.model.membership import Membership
 from ecpa.runtime.model.process import ProcessIdentity
 

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._json import MAX_SAFE_INTEGER, parse_object
 from ecpa.profile.jcs import canonicalize
 from ecpa.profile.statement import SafeInt, Sha256Digest, describe_validation
+from ecpa.profile.strict_json import MAX_SAFE_INTEGER, parse_object
 from ecpa.runtime.model.launch import (
     DEFAULT_SLOTS,
     LAUNCH_SCHEMA,

@@ -24,8 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._json import parse_object
 from ecpa.profile.fence import ReplayFence, fence_or_memory
+from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.judge import history

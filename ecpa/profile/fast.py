@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypeVar
 
-from ecpa.profile._json import MAX_SAFE_INTEGER
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
+from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 
 __all__ = ["canonical_statement", "frozen_instance", "statement_payload"]
 
