@@ -280,3 +280,30 @@ def test_the_runtime_room_is_split_by_role() -> None:
     assert len(subs) >= 3, subs
     assert len(top) <= 6, top
     assert {f"ecpa.runtime.{sub}" for sub in subs} <= set(RANK)
+
+
+def _private(module: str) -> bool:
+    """Whether ``module`` is private to its room: a part after ``ecpa`` starts with ``_``
+    (``ecpa._files`` is the shared helpers' public home)."""
+    return module != "ecpa._files" and any(
+        part.startswith("_") and not part.startswith("__") for part in module.split(".")[1:]
+    )
+
+
+def test_no_room_imports_another_rooms_private_names() -> None:
+    """A room's ``_`` modules and names are its own: another room gets a public name or
+    nothing (``ecpa._files`` is open to every room)."""
+    wrong = []
+    for name, path in MODULES.items():
+        mine = room(name)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("ecpa"):
+                continue
+            module = node.module or ""
+            if room(module) == mine or room(module) is None:
+                continue
+            names = [a.name for a in node.names]
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if _private(module) or private:
+                wrong.append(f"{name} -> {module} {private or ''}".strip())
+    assert wrong == []
