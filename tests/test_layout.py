@@ -307,3 +307,24 @@ def test_no_room_imports_another_rooms_private_names() -> None:
             if _private(module) or private:
                 wrong.append(f"{name} -> {module} {private or ''}".strip())
     assert wrong == []
+
+
+def test_no_module_level_assert() -> None:
+    """An invariant checked at import must hold under ``python -O`` too: code that raises."""
+    found = [
+        f"{name}:{node.lineno}"
+        for name, path in MODULES.items()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assert)
+    ]
+    assert found == []
+
+
+def test_the_fast_statement_pattern_is_checked_against_the_models() -> None:
+    from ecpa.profile import fast
+    from ecpa.profile.statement import Process, Statement
+
+    assert set(fast._MEMBERS) == fast._wire_names(Statement)
+    assert set(fast._PROCESS) == fast._wire_names(Process)
+    with pytest.raises(RuntimeError, match="expected the drift caught"):
+        fast._require(False, "the drift caught")

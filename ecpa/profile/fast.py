@@ -49,8 +49,24 @@ _MEMBERS = {
     "schema": '"' + re.escape(STATEMENT_SCHEMA) + '"',
     "subject": _S,
 }
-assert list(_MEMBERS) == sorted(_MEMBERS)
-assert list(_PROCESS) == sorted(_PROCESS)
+
+
+def _require(holds: bool, what: str) -> None:
+    """An invariant of this module, checked at import whatever ``-O`` says: a broken build
+    (the fast path out of step with the models), never bad input."""
+    if not holds:
+        raise RuntimeError(f"ecpa.profile.fast: expected {what}")
+
+
+def _wire_names(model: type[Statement] | type[Process]) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+# The patterns are written from the models' own members: one definition, checked here.
+_require(list(_MEMBERS) == sorted(_MEMBERS), "the statement's members in JCS order")
+_require(list(_PROCESS) == sorted(_PROCESS), "the process members in JCS order")
+_require(set(_MEMBERS) == _wire_names(Statement), "the statement pattern's members = Statement's")
+_require(set(_PROCESS) == _wire_names(Process), "the process pattern's members = Process's")
 _STATEMENT = re.compile("\\{" + ",".join(f'"{k}":{v}' for k, v in _MEMBERS.items()) + "\\}")
 _FIELDS = tuple(Statement.model_fields)
 _PROCESS_FIELDS = tuple(Process.model_fields)
@@ -158,8 +174,11 @@ def _statement(
 _SAMPLE = _statement(
     "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", 0, 0, 0, 0, 0
 )
-assert tuple(_SAMPLE.__dict__) == _FIELDS
-assert tuple(_SAMPLE.process.__dict__) == _PROCESS_FIELDS
+_require(tuple(_SAMPLE.__dict__) == _FIELDS, "a built statement's fields in the model's order")
+_require(
+    tuple(_SAMPLE.process.__dict__) == _PROCESS_FIELDS,
+    "a built process's fields in the model's order",
+)
 
 #: The ASCII characters JCS writes escaped: the controls, the quote and the backslash.
 _JCS_ESCAPES = bytes(range(0x20)) + b'"\\'
