@@ -3,13 +3,17 @@
 Every file the tools read as evidence, trust, launch or key goes through :func:`open_regular`:
 opened without following a symlink (``O_NOFOLLOW``), without blocking (``O_NONBLOCK``: a FIFO
 with no writer would block ``open`` forever), checked to be a regular file (a FIFO, a device
-such as ``/dev/zero``, a socket or a directory is refused), and read with a bound.
+such as ``/dev/zero``, a socket or a directory is refused), and read with a bound. Every file
+the tools write whole (keys, signed output, a launch directory's files, trust stores, status
+checkpoints) goes through :func:`write_file`: one atomic writer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import BinaryIO
@@ -21,6 +25,7 @@ __all__ = [
     "describe_mode",
     "open_regular",
     "read_bounded",
+    "write_file",
     "write_generated",
 ]
 
@@ -172,3 +177,60 @@ def write_generated(directory: Path, files: dict[str, str]) -> list[Path]:
         path.write_text(text, encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def write_file(
+    path: Path,
+    data: bytes,
+    *,
+    mode: int = 0o600,
+    replace: bool = True,
+    dir_fd: int | None = None,
+    sync: bool = True,
+) -> None:
+    """Write ``data`` as the file ``path``, whole or not at all: a temporary file beside it
+    (created new, never through a symlink, ``mode`` from the first byte whatever the umask),
+    written, then renamed over ``path`` (``replace``) or linked to it (not ``replace``: never
+    over an existing file, nor one that appears meanwhile). With ``sync`` the file and then
+    its directory are synced, so a crash leaves the old file or the new one. With ``dir_fd``,
+    the file is ``path``'s last part in the directory open as ``dir_fd``, wherever that
+    directory is now (``path`` then only names it).
+
+    Raises:
+        OSError: as the system reports it (the caller says what it was writing, and why);
+            the temporary file is removed.
+    """
+    name = path.name
+    own = dir_fd is None
+    directory = (
+        dir_fd
+        if dir_fd is not None
+        else os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    )
+    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, mode, dir_fd=directory)
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if replace:
+            os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+        else:
+            os.link(tmp, name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=False)
+            os.unlink(tmp, dir_fd=directory)
+        if sync:
+            os.fsync(directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=directory)
+        raise
+    finally:
+        if own:
+            os.close(directory)

@@ -3,16 +3,15 @@ replacements renamed into place whole, directories 0700 made fresh, everything s
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
+from ecpa._files import write_file
 from ecpa.errors import EcpaError, ErrorCode
 
-__all__ = ["identity", "json_bytes", "open_directory", "private_dir", "write_atomic", "write_new"]
+__all__ = ["identity", "json_bytes", "open_directory", "private_dir", "write_atomic"]
 
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
@@ -25,43 +24,13 @@ def _io_error(what: str, path: Path, exc: OSError) -> EcpaError:
     )
 
 
-def write_new(path: Path, data: bytes, *, dir_fd: int | None = None) -> None:
-    """Create ``path`` with mode 0600 from the first byte on (never over a file, never
-    through a symlink), write ``data`` whole and sync it. With ``dir_fd``, the file named
-    ``path``'s last part in the directory open as ``dir_fd``, wherever it is now."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path.name if dir_fd is not None else path, flags, _PRIVATE_FILE, dir_fd=dir_fd)
-    try:
-        os.fchmod(fd, _PRIVATE_FILE)  # whatever the umask left
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_atomic(path: Path, data: bytes, *, dir_fd: int | None = None) -> None:
-    """Replace ``path`` whole or not at all: a new file renamed into place, then the
-    directory synced, so a crash leaves the old file or the new one. With ``dir_fd``, the
-    file named ``path``'s last part in the directory open as ``dir_fd`` (``path`` then only
-    names it in messages): a rename of the directory cannot send the write elsewhere."""
-    tmp = f".{path.name}.{secrets.token_hex(6)}.tmp"
+    """:func:`ecpa._files.write_file` of a launch directory's file (mode 0600, synced), its
+    failure said as ``ECPA_INVALID_INPUT`` naming ``path``."""
     try:
-        directory = os.open(path.parent, _DIR_FLAGS) if dir_fd is None else dir_fd
+        write_file(path, data, mode=_PRIVATE_FILE, dir_fd=dir_fd)
     except OSError as exc:
         raise _io_error("write", path, exc) from None
-    try:
-        write_new(path.with_name(tmp), data, dir_fd=directory)
-        os.replace(tmp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
-        os.fsync(directory)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=directory)
-        raise _io_error("write", path, exc) from None
-    finally:
-        if dir_fd is None:
-            os.close(directory)
 
 
 def json_bytes(doc: dict[str, Any]) -> bytes:

@@ -11,18 +11,17 @@ never a half-written file, and a crash loses at most the change being made.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
 import os
-import secrets
 import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ecpa._files import write_file
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore, read_document
 
@@ -68,24 +67,10 @@ def _lock_directory(directory: Path, timeout: float, dir_fd: int | None) -> int:
 
 def _write_replacing(path: Path, data: bytes, mode: int, dir_fd: int) -> None:
     """``data`` as the file ``path.name`` in the directory open as ``dir_fd`` (``path`` only
-    for messages): a new file renamed into place, the directory synced."""
-    tmp = f".{path.name}.{secrets.token_hex(6)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for messages), atomically, keeping ``mode``."""
     try:
-        fd = os.open(tmp, flags, mode, dir_fd=dir_fd)
-        try:
-            os.fchmod(fd, mode)  # whatever the umask left: the store keeps its mode
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        os.fsync(dir_fd)
+        write_file(path, data, mode=mode, dir_fd=dir_fd)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
         raise _config(f"expected to write the trust store {path}, found: {exc.strerror}") from None
 
 

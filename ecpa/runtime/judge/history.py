@@ -15,18 +15,18 @@ never coverage.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import secrets
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO
 
+from ecpa._files import write_file
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine, read_log
 
@@ -201,18 +201,10 @@ def load(dir_fd: int, log: str, fd: int, launch_id: str, now: int) -> Checkpoint
 def save(dir_fd: int, log: str, ck: Checkpoint) -> str | None:
     """Replace the checkpoint of ``log`` atomically; None, or why it could not be saved."""
     name = checkpoint_name(log)
-    tmp = f"{name}.{secrets.token_hex(4)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
-        try:
-            os.write(fd, json.dumps(ck.to_dict(), separators=(",", ":")).encode())
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    data = json.dumps(ck.to_dict(), separators=(",", ":")).encode()
+    try:  # not synced: a checkpoint lost in a crash is walked again, never trusted wrongly
+        write_file(Path(name), data, mode=0o600, dir_fd=dir_fd, sync=False)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
         return f"checkpoint of {log} not saved: {exc.strerror}"
     ck.saved = True
     return None
