@@ -328,3 +328,31 @@ def test_the_fast_statement_pattern_is_checked_against_the_models() -> None:
     assert set(fast._PROCESS) == fast._wire_names(Process)
     with pytest.raises(RuntimeError, match="expected the drift caught"):
         fast._require(False, "the drift caught")
+
+
+def test_one_proc_parser_one_atomic_writer() -> None:
+    """``/proc`` is read in one module (its root a parameter), files are written whole by
+    one function: no other module names ``/proc`` or a process's ``stat``, and none renames a
+    temporary file into place itself."""
+    proc_home = "ecpa.runtime.model.process"
+    writer_home = "ecpa._files"
+    wrong = []
+    for name, path in MODULES.items():
+        if not name.startswith("ecpa"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                name != proc_home
+                and isinstance(node, ast.Constant)
+                and node.value in ("/proc", "stat")
+            ):
+                wrong.append(f"{name}:{node.lineno} names {node.value!r}")
+            if (
+                name != writer_home
+                and isinstance(node, ast.Attribute)
+                and node.attr in ("replace", "link", "rename", "mkstemp")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("os", "tempfile")
+            ):
+                wrong.append(f"{name}:{node.lineno} calls {node.value.id}.{node.attr}")
+    assert wrong == []

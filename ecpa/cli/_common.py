@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +12,7 @@ from typing import Any, BinaryIO
 
 import typer
 
-from ecpa._files import open_regular, read_bounded
+from ecpa._files import open_regular, read_bounded, write_file
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fast import frozen_instance
 from ecpa.profile.strict_json import parse_object
@@ -213,27 +211,13 @@ def write_new(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False
         raise fail_usage(f"expected a regular file path at {path}, found a symlink")
     if path.exists() and not force:
         raise fail_usage(f"expected {path} not to exist (use --force to replace it), found it")
-    directory = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
+        write_file(path, data, mode=mode, replace=force)
+    except FileExistsError:
         raise fail_usage(
-            f"expected a writable directory {directory}, found: {exc.strerror}"
+            f"expected {path} not to exist (use --force to replace it), found it"
         ) from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), mode)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if force:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)  # fails if path appeared meanwhile: never over an existing file
-            os.unlink(tmp)
     except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         raise fail_usage(f"expected to write {path}, found: {exc.strerror}") from None
 
 

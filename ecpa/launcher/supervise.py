@@ -34,7 +34,13 @@ from types import FrameType
 
 from ecpa.launcher.enroll import EnrollServer
 from ecpa.runtime.model.membership import Membership, children_now
-from ecpa.runtime.model.process import PR_SET_CHILD_SUBREAPER, prctl
+from ecpa.runtime.model.process import (
+    PR_SET_CHILD_SUBREAPER,
+    PROC,
+    children_of,
+    prctl,
+    proc_table,
+)
 
 __all__ = ["FORWARDED", "LaunchExit", "Supervisor"]
 
@@ -108,40 +114,6 @@ def _resolve(command: str, env: dict[str, str]) -> LaunchExit | None:
     return None
 
 
-def _table(proc_root: Path) -> tuple[dict[int, list[int]], dict[int, int]]:
-    """Each pid's children, and each live (not zombie) pid's process group, from every
-    ``/proc/<pid>/stat``."""
-    children: dict[int, list[int]] = {}
-    groups: dict[int, int] = {}
-    try:
-        names = os.listdir(proc_root)
-    except OSError:
-        return children, groups
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            data = (proc_root / name / "stat").read_bytes()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 1 :].split()
-        if len(fields) > 2 and fields[1].isdigit() and fields[2].isdigit():
-            children.setdefault(int(fields[1]), []).append(int(name))
-            if fields[0] not in (b"Z", b"X"):
-                groups[int(name)] = int(fields[2])
-    return children, groups
-
-
-def _parent_map(proc_root: Path) -> dict[int, list[int]]:
-    """Each pid's children, from the parent field of every ``/proc/<pid>/stat``."""
-    return _table(proc_root)[0]
-
-
-def _children(pid: int) -> list[int]:
-    """The direct children of ``pid`` now, from ``/proc``."""
-    return _parent_map(Path("/proc")).get(pid, [])
-
-
 @dataclass
 class Supervisor:
     """Runs one command and supervises its tree; see the module's text."""
@@ -161,6 +133,8 @@ class Supervisor:
     #: Who belongs to the launch (RUNTIME.md "Membership"): this process's tree, less the
     #: children it had before the command started. Made at :meth:`run` when not given.
     membership: Membership | None = None
+    #: Where processes are read from (a fake one in tests).
+    proc_root: Path = PROC
 
     @property
     def foreign(self) -> frozenset[int]:
@@ -229,7 +203,9 @@ class Supervisor:
         """Send ``signum`` to every process of the tree, and to every process group the
         tree's processes lead or belong to (``killpg`` reaches a whole group at once, a
         process forking meanwhile included); return how many processes were signalled."""
-        parents, groups = _table(Path("/proc"))
+        table = proc_table(self.proc_root)
+        parents = children_of(table)
+        groups = {pid: entry.pgid for pid, entry in table.items() if entry.live}
         me = os.getpid()
         targets = self._members(parents)
         if child is not None and child not in targets:
@@ -253,15 +229,16 @@ class Supervisor:
 
     def _members(self, parents: dict[int, list[int]]) -> list[int]:
         membership = self.membership or Membership(os.getpid())
-        return membership.members(parents)
+        return membership.members(parents, self.proc_root)
 
     def tree(self) -> list[int]:
         """The processes of the launch's tree now (zombies included)."""
-        return self._members(_parent_map(Path("/proc")))
+        return self._members(children_of(proc_table(self.proc_root)))
 
     def _reap(self, child: subprocess.Popen[bytes], result: list[LaunchExit]) -> None:
         if self.foreign:  # only the tree's own children: a caller's keep their statuses
-            pids = [p for p in _children(os.getpid()) if p not in self.foreign]
+            mine = children_of(proc_table(self.proc_root)).get(os.getpid(), [])
+            pids = [p for p in mine if p not in self.foreign]
         else:  # a process of its own (the ecpa script): every child is the tree's
             pids = [-1]
         for pid in pids:

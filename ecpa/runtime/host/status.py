@@ -25,7 +25,7 @@ from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.evidence import read_log
 from ecpa.runtime.model.launch import ExpectedLaunch, launch_ended, launch_from_file
-from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive
+from ecpa.runtime.model.process import PROC, Liveness, ProcessIdentity, check_alive
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
 
 __all__ = ["status_from_files", "status_from_launch_dir"]
@@ -41,7 +41,7 @@ def status_from_files(
     expected: ExpectedLaunch,
     *,
     now: int,
-    proc_root: Path = Path("/proc"),
+    proc_root: Path = PROC,
     host: str | None = None,
     replay_db: ReplayDb = None,
     max_idle: int | None = None,
@@ -77,7 +77,7 @@ def status_from_launch_dir(
     directory: Path,
     *,
     now: int,
-    proc_root: Path = Path("/proc"),
+    proc_root: Path = PROC,
     host: str | None = None,
     replay_db: ReplayDb = None,
     max_idle: int | None = None,

@@ -5,13 +5,12 @@ status; ``/proc`` is read through :mod:`ecpa.runtime.model.process` (``proc_root
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ecpa.errors import EcpaError
-from ecpa.runtime.model.process import _MAX_DEPTH, PROC, _start_ticks, _stat_fields, parent_pid
+from ecpa.runtime.model.process import _MAX_DEPTH, PROC, _start_ticks, parent_pid, proc_table
 
 __all__ = ["Membership", "children_now"]
 
@@ -81,20 +80,8 @@ def children_now(pid: int, *, proc_root: Path = PROC) -> frozenset[tuple[int, in
     """The live children of ``pid`` now, as (pid, start ticks): what a supervisor records as
     excluded before it starts its command. Never raises (an unreadable entry is skipped: a
     process that exited meanwhile)."""
-    found: set[tuple[int, int]] = set()
-    try:
-        names = os.listdir(proc_root)
-    except OSError:
-        return frozenset()
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            fields = _stat_fields(int(name), proc_root)
-        except EcpaError:
-            continue
-        if fields is None or int(fields[1]) != pid or fields[0] in (b"Z", b"X"):
-            continue
-        if fields[19].isdigit() and len(fields[19]) <= 20:
-            found.add((int(name), int(fields[19])))
-    return frozenset(found)
+    return frozenset(
+        (child, entry.start_ticks)
+        for child, entry in proc_table(proc_root).items()
+        if entry.ppid == pid and entry.live
+    )

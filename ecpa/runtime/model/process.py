@@ -23,15 +23,19 @@ __all__ = [
     "BINDING_ENV_NAMES",
     "ENV_NAMES",
     "ENV_NAMES_02",
+    "PROC",
     "SLOT_ENV_NAMES",
     "LaunchEnvironment",
     "Liveness",
+    "ProcEntry",
     "ProcessIdentity",
     "check_alive",
+    "children_of",
     "descends_from",
     "launch_from_env",
     "make_undumpable",
     "parent_pid",
+    "proc_table",
     "read_boot_id",
     "read_identity",
 ]
@@ -135,6 +139,52 @@ def _stat_fields(pid: int, proc_root: Path) -> list[bytes] | None:
     if end < 0 or len(fields) < 20 or not all(f.isdigit() and len(f) <= 20 for f in fields[1:2]):
         raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {data[:80]!r}")
     return fields
+
+
+@dataclass(frozen=True)
+class ProcEntry:
+    """One process as its ``/proc/<pid>/stat`` shows it."""
+
+    ppid: int
+    pgid: int
+    #: The state letter (``R``, ``S``, ``Z`` for a zombie, ...).
+    state: str
+    start_ticks: int
+
+    @property
+    def live(self) -> bool:
+        """Not a zombie (nor dead): something to signal, not only to reap."""
+        return self.state not in ("Z", "X")
+
+
+def proc_table(proc_root: Path = PROC) -> dict[int, ProcEntry]:
+    """Every process ``proc_root`` lists now, each from its ``stat``. Never raises: a process
+    that exited meanwhile, or an entry out of the kernel's format, is left out."""
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return {}
+    table: dict[int, ProcEntry] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            fields = _stat_fields(int(name), proc_root)
+        except EcpaError:
+            continue
+        if fields is None or not (fields[2].isdigit() and fields[19].isdigit()):
+            continue
+        state = fields[0].decode("ascii", "replace")
+        table[int(name)] = ProcEntry(int(fields[1]), int(fields[2]), state, int(fields[19]))
+    return table
+
+
+def children_of(table: dict[int, ProcEntry]) -> dict[int, list[int]]:
+    """Each pid's children in ``table`` (zombies included)."""
+    children: dict[int, list[int]] = {}
+    for pid, entry in table.items():
+        children.setdefault(entry.ppid, []).append(pid)
+    return children
 
 
 def parent_pid(pid: int, *, proc_root: Path = PROC) -> int | None:
