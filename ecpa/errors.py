@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["EcpaError", "ErrorCode"]
+__all__ = ["EcpaError", "ErrorCode", "invalid_input"]
 
 
 class ErrorCode(str, Enum):
@@ -73,3 +73,8 @@ class EcpaError(Exception):
     def __reduce__(self) -> tuple[type[EcpaError], tuple[ErrorCode, str]]:
         # Keeps the error picklable across process pools (bench, `--jobs`).
         return (type(self), (self.code, self.detail))
+
+
+def invalid_input(detail: str) -> EcpaError:
+    """An ``ECPA_INVALID_INPUT`` error saying ``detail``: what was expected, what was found."""
+    return EcpaError(ErrorCode.INVALID_INPUT, detail)

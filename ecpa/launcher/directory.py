@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.launcher._write import identity, json_bytes, open_directory, write_atomic
 from ecpa.launcher.supervise import LaunchExit
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
@@ -27,13 +27,9 @@ from ecpa.runtime.model.process import ProcessIdentity
 __all__ = ["Launch", "finish_launch", "moved_away", "open_launch_dir"]
 
 
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
 def _time(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INTEGER:
-        raise _bad(f"expected {what} as Unix seconds within [0, 2**53-1], found {value!r}")
+        raise invalid_input(f"expected {what} as Unix seconds within [0, 2**53-1], found {value!r}")
     return value
 
 
@@ -103,12 +99,12 @@ def open_launch_dir(launch: Launch) -> int:
     try:
         fd = open_directory(launch.directory)
     except OSError as exc:
-        raise _bad(
+        raise invalid_input(
             f"expected the launch directory at {launch.directory}, found: {exc.strerror or exc}"
         ) from None
     if launch.inode != (0, 0) and identity(fd) != launch.inode:
         os.close(fd)
-        raise _bad(
+        raise invalid_input(
             f"expected at {launch.directory} the directory made for {launch.launch_id}, found "
             "another one (moved or replaced since)"
         )
@@ -185,4 +181,4 @@ def finish_launch(
     except EcpaError as exc:
         problems.append(f"writing exit.json: {exc.detail}")
     if problems:
-        raise _bad("; ".join(problems))
+        raise invalid_input("; ".join(problems))

@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 
 from ecpa._files import read_bounded
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.runtime.model.plan import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
 
 BUNDLE_GROUP = "vllm.extension_bundles"
@@ -26,10 +26,6 @@ BUNDLE_NAME = "org.vllm-hust.dla"
 DEFAULT_PLUGIN_ID = "org.vllm-hust.dla/victim-selector"
 _MAX_PLAN_BYTES = 1 << 20
 _MAX_MANIFEST_BYTES = 16 << 20
-
-
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
 
 
 def default_issuer(host: str | None = None) -> str:
@@ -53,12 +49,16 @@ def _bundle_package() -> str:
     found = importlib.metadata.entry_points(group=BUNDLE_GROUP)
     values = sorted({ep.value for ep in found if ep.name == BUNDLE_NAME})
     if not values:
-        raise _bad(f"expected --plan FILE or an installed {BUNDLE_NAME} bundle, found none")
+        raise invalid_input(
+            f"expected --plan FILE or an installed {BUNDLE_NAME} bundle, found none"
+        )
     if len(values) > 1:  # never pick one of two installed bundles silently
-        raise _bad(f"expected one installed {BUNDLE_NAME} bundle, found {len(values)}: {values}")
+        raise invalid_input(
+            f"expected one installed {BUNDLE_NAME} bundle, found {len(values)}: {values}"
+        )
     value = values[0]
     if not all(part.isidentifier() for part in value.split(".")):
-        raise _bad(
+        raise invalid_input(
             f"expected entry point {BUNDLE_NAME!r} of {BUNDLE_GROUP!r} to name a package "
             f"directory, found {value!r}"
         )
@@ -82,7 +82,7 @@ def bundle_manifest() -> tuple[str, bytes]:
         )
         if len(manifests) != 1:
             names = [item.name for item in manifests]
-            raise _bad(
+            raise invalid_input(
                 f"expected exactly one manifest ({' or '.join(MANIFEST_NAMES)}) in bundle "
                 f"package {package!r}, found {names}"
             )
@@ -91,12 +91,14 @@ def bundle_manifest() -> tuple[str, bytes]:
     except EcpaError:
         raise
     except Exception as exc:  # importing someone else's package may fail in any way
-        raise _bad(
+        raise invalid_input(
             f"expected the {BUNDLE_NAME} bundle package {package!r} to be readable, "
             f"found {type(exc).__name__}: {exc}"
         ) from None
     if len(data) > _MAX_MANIFEST_BYTES:
-        raise _bad(f"expected a manifest of at most {_MAX_MANIFEST_BYTES} bytes, found more")
+        raise invalid_input(
+            f"expected a manifest of at most {_MAX_MANIFEST_BYTES} bytes, found more"
+        )
     return f"{package}/{manifests[0].name}", data
 
 

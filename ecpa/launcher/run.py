@@ -34,7 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ecpa._files import check_private_dir as _check_private_dir
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.launcher._write import identity, json_bytes, open_directory, private_dir, write_atomic
 from ecpa.launcher.directory import Launch, _time, finish_launch, moved_away, open_launch_dir
 from ecpa.launcher.enroll import EnrollServer
@@ -84,10 +84,6 @@ _PRIVATE_FILE = 0o600
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
 def check_environment(environ: Mapping[str, str]) -> None:
     """Refuse a caller's environment that already holds a binding variable: the binding is
     the manager's alone, never passed through and never silently replaced.
@@ -97,14 +93,14 @@ def check_environment(environ: Mapping[str, str]) -> None:
     """
     found = [name for name in BINDING_NAMES if name in environ]
     if found:
-        raise _bad(
+        raise invalid_input(
             "expected no launch binding in the caller's environment (ecpa run sets it), "
             f"found {found}"
         )
 
 
 def _io_error(what: str, path: Path, exc: OSError) -> EcpaError:
-    return _bad(f"expected to {what} {path}, found: {exc.strerror or exc}")
+    return invalid_input(f"expected to {what} {path}, found: {exc.strerror or exc}")
 
 
 def check_private_dir(path: Path, *, what: str = "directory") -> None:
@@ -186,7 +182,7 @@ def _make_launch_dir(root: Path, directory: Path) -> int:
     st = os.fstat(fd)
     if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) != _PRIVATE_DIR or os.listdir(fd):
         os.close(fd)
-        raise _bad(f"expected {directory} new, empty and private, found it replaced since")
+        raise invalid_input(f"expected {directory} new, empty and private, found it replaced since")
     return fd
 
 
@@ -277,9 +273,9 @@ def run_launch(
             launch directory gone or replaced, or a socket that cannot be made.
     """
     if not command or not command[0]:
-        raise _bad("expected a COMMAND to run, found none")
+        raise invalid_input("expected a COMMAND to run, found none")
     if not (math.isfinite(grace) and grace >= 0):
-        raise _bad(f"expected a grace period >= 0 seconds, found {grace}")
+        raise invalid_input(f"expected a grace period >= 0 seconds, found {grace}")
     if dir_fd is None:
         fd = open_launch_dir(launch)
         try:

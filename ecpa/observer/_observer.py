@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, invalid_input
 from ecpa.observer._sink import Sink, Waiter
 from ecpa.observer.record import Signer, Window, build_evidence, ttl_for
 from ecpa.profile.keys import SigningKey
@@ -70,10 +70,6 @@ _LOG = logging.getLogger("ecpa.observer")
 LIVE: weakref.WeakSet[Observer] = weakref.WeakSet()
 
 
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
 class Observer:
     """Counts dispatches and emits signed evidence records about them (RUNTIME.md)."""
 
@@ -116,15 +112,15 @@ class Observer:
                 would refuse.
         """
         if not (isinstance(emit_interval_s, (int, float)) and math.isfinite(emit_interval_s)):
-            raise _bad(f"expected a finite emit interval, found {emit_interval_s!r}")
+            raise invalid_input(f"expected a finite emit interval, found {emit_interval_s!r}")
         if not 0 < emit_interval_s <= MAX_INTERVAL_S:
-            raise _bad(
+            raise invalid_input(
                 f"expected an emit interval in (0, {MAX_INTERVAL_S:g}] s, found {emit_interval_s!r}"
             )
         if emit_every is not None and emit_every < 1:
-            raise _bad(f"expected emit_every >= 1 dispatches, found {emit_every!r}")
+            raise invalid_input(f"expected emit_every >= 1 dispatches, found {emit_every!r}")
         if queue_size < 1:
-            raise _bad(f"expected queue_size >= 1, found {queue_size!r}")
+            raise invalid_input(f"expected queue_size >= 1, found {queue_size!r}")
         name = launch.launch_id
         if log_path is None:
             check_launch_id(name)
@@ -149,7 +145,9 @@ class Observer:
             default_log = launch.evidence_dir / name / log_name(signer.kid)
         else:
             if key is None or launch.kid is None:
-                raise _bad("expected a signing key and ECPA_KID for a 0.1 launch, found none")
+                raise invalid_input(
+                    "expected a signing key and ECPA_KID for a 0.1 launch, found none"
+                )
             signer = Signer(key, launch.kid, self.slot, process_keys=False)
             default_log = launch.evidence_dir / f"{name}.jsonl"
         self.signer = signer

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ecpa._files import open_regular
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.observer._observer import (
     DEFAULT_EMIT_INTERVAL_S,
     EMIT_INTERVAL_ENV,
@@ -36,10 +36,6 @@ _EXIT_TIMEOUT_S = 2.0
 _LOG = logging.getLogger("ecpa.observer")
 
 
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
 def _interval_from_env(env: Mapping[str, str]) -> float:
     text = env.get(EMIT_INTERVAL_ENV)
     if text is None or text == "":
@@ -49,7 +45,7 @@ def _interval_from_env(env: Mapping[str, str]) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and 0 < value <= MAX_INTERVAL_S):
-        raise _bad(
+        raise invalid_input(
             f"expected {EMIT_INTERVAL_ENV} as seconds in (0, {MAX_INTERVAL_S:g}], "
             f"found {text[:40]!r}"
         )

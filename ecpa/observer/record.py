@@ -17,13 +17,13 @@ from ecpa.runtime.judge.records import COUNTERS_SCHEMA
 from ecpa.runtime.model.enroll import nonce_for
 from ecpa.runtime.model.evidence import Evidence, evidence_digest
 from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.plan import MAX_TTL_S
 from ecpa.runtime.model.process import LaunchEnvironment, ProcessIdentity
 
 #: Statement lifetime, ``expires_at - issued_at``, at the default cadence; longer emit
 #: intervals get up to ``MAX_TTL_S`` (RUNTIME.md: at most 300), so that the newest statement
 #: does not expire before the next one is due.
 STATEMENT_TTL_S = 60
-MAX_TTL_S = 300
 SUBJECT = "host-runtime"
 OBLIGATION = "victim-selector-dispatch"
 EVENT = "invoked"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, invalid_input
 from ecpa.profile.strict_json import parse_object
 from ecpa.runtime.model.launch import Slot
 from ecpa.runtime.model.process import ProcessIdentity
@@ -47,10 +47,6 @@ ENROLL_SCHEMA = "ecpa-enroll/0.2"
 REPLY_SCHEMA = "ecpa-enroll-reply/0.2"
 MAX_MESSAGE = 4096
 _KID = re.compile(r"([a-z][a-z0-9_-]{0,63})\.([0-9]{1,5})-([0-9]{1,20})-([0-9]{1,20})")
-
-
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
 
 
 def kid_for(slot: Slot, identity: ProcessIdentity) -> str:
@@ -115,14 +111,18 @@ def request_bytes(request: Request) -> bytes:
 def _str(obj: dict[str, Any], name: str) -> str:
     value = obj.get(name)
     if not isinstance(value, str) or not value:
-        raise _bad(f"enrollment request: expected {name!r} as a non-empty string, found {value!r}")
+        raise invalid_input(
+            f"enrollment request: expected {name!r} as a non-empty string, found {value!r}"
+        )
     return value
 
 
 def _int(obj: dict[str, Any], name: str) -> int:
     value = obj.get(name)
     if type(value) is not int or value < 0:
-        raise _bad(f"enrollment request: expected {name!r} as an integer >= 0, found {value!r}")
+        raise invalid_input(
+            f"enrollment request: expected {name!r} as an integer >= 0, found {value!r}"
+        )
     return value
 
 
@@ -133,20 +133,22 @@ def parse_request(data: bytes) -> Request:
         EcpaError: ``ECPA_INVALID_INPUT`` naming what is wrong.
     """
     if len(data) > MAX_MESSAGE:
-        raise _bad(f"enrollment request: expected at most {MAX_MESSAGE} bytes, found more")
+        raise invalid_input(f"enrollment request: expected at most {MAX_MESSAGE} bytes, found more")
     try:
         obj = parse_object(data.rstrip(b"\n"), what="enrollment request")
     except EcpaError as exc:
-        raise _bad(f"{exc.code.value}: {exc.detail}") from None
+        raise invalid_input(f"{exc.code.value}: {exc.detail}") from None
     members = {"schema", "public_key_b64", "role", "ordinal", "process"}
     if set(obj) != members or obj["schema"] != ENROLL_SCHEMA:
-        raise _bad(
+        raise invalid_input(
             f"enrollment request: expected schema {ENROLL_SCHEMA!r} with members "
             f"{sorted(members)}, found {sorted(obj)}"
         )
     proc = obj["process"]
     if not isinstance(proc, dict) or set(proc) != {"host", "pid", "start_ticks", "boot_id"}:
-        raise _bad("enrollment request: expected process {host, pid, start_ticks, boot_id}")
+        raise invalid_input(
+            "enrollment request: expected process {host, pid, start_ticks, boot_id}"
+        )
     identity = ProcessIdentity(
         _str(proc, "host"), _int(proc, "pid"), _int(proc, "start_ticks"), _str(proc, "boot_id")
     )
@@ -173,7 +175,9 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes:
             break
         data += chunk
         if len(data) > MAX_MESSAGE:
-            raise _bad(f"enrollment reply: expected at most {MAX_MESSAGE} bytes, found more")
+            raise invalid_input(
+                f"enrollment reply: expected at most {MAX_MESSAGE} bytes, found more"
+            )
     return data
 
 
@@ -192,15 +196,17 @@ def enroll(path: str | Path, request: Request, *, timeout: float = 5.0) -> str:
             sock.sendall(request_bytes(request))
             data = _read_line(sock, deadline)
     except (OSError, TimeoutError) as exc:
-        raise _bad(f"expected the enrollment socket {path} to answer, found: {exc}") from None
+        raise invalid_input(
+            f"expected the enrollment socket {path} to answer, found: {exc}"
+        ) from None
     try:
         reply = parse_object(data.rstrip(b"\n"), what="enrollment reply")
     except EcpaError as exc:
-        raise _bad(f"enrollment reply: {exc.detail}") from None
+        raise invalid_input(f"enrollment reply: {exc.detail}") from None
     kid = reply.get("kid")
     if reply.get("schema") != REPLY_SCHEMA or not isinstance(kid, str):
-        raise _bad(f"enrollment refused by ecpa run: {reply.get('error')!r}")
+        raise invalid_input(f"enrollment refused by ecpa run: {reply.get('error')!r}")
     expected = kid_for(request.slot, request.identity)
     if kid != expected:
-        raise _bad(f"enrollment reply: expected kid {expected!r}, found {kid!r}")
+        raise invalid_input(f"enrollment reply: expected kid {expected!r}, found {kid!r}")
     return kid

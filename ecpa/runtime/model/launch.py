@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ecpa._files import read_bounded
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_validation
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER, parse_object
 from ecpa.runtime.model.membership import Membership
@@ -62,10 +62,6 @@ MAX_LAUNCH_FILE_BYTES = _MAX_CONFIG_BYTES
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
 @dataclass(frozen=True, order=True)
 class Slot:
     """A (role, ordinal) pair a scheduler process fills, such as ``scheduler.0`` (RUNTIME.md
@@ -77,11 +73,11 @@ class Slot:
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or not _SLOT_ROLE.fullmatch(self.role):
-            raise _bad(
+            raise invalid_input(
                 f"expected a slot role matching [a-z][a-z0-9_-]{{0,63}}, found {self.role!r}"
             )
         if type(self.ordinal) is not int or not 0 <= self.ordinal <= _MAX_ORDINAL:
-            raise _bad(
+            raise invalid_input(
                 f"expected a slot ordinal within [0, {_MAX_ORDINAL}], found {self.ordinal!r}"
             )
 
@@ -99,7 +95,9 @@ class Slot:
         """
         role, dot, ordinal = text.rpartition(".")
         if not dot or not (ordinal.isascii() and ordinal.isdigit()) or len(ordinal) > 5:
-            raise _bad(f"expected a slot as <role>.<ordinal> (scheduler.0), found {text!r}")
+            raise invalid_input(
+                f"expected a slot as <role>.<ordinal> (scheduler.0), found {text!r}"
+            )
         return cls(role, int(ordinal))
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,16 +117,18 @@ def slots_from_list(value: object, what: str) -> tuple[Slot, ...]:
         EcpaError: ``ECPA_INVALID_INPUT`` naming what is wrong.
     """
     if not isinstance(value, list) or not 1 <= len(value) <= _MAX_SLOTS:
-        raise _bad(
+        raise invalid_input(
             f"{what}: expected 'slots' as a list of 1 to {_MAX_SLOTS} slots, found {value!r}"
         )
     slots: list[Slot] = []
     for item in value:
         if not isinstance(item, dict) or set(item) != {"role", "ordinal"}:
-            raise _bad(f"{what}: expected each slot as {{'role', 'ordinal'}}, found {item!r}")
+            raise invalid_input(
+                f"{what}: expected each slot as {{'role', 'ordinal'}}, found {item!r}"
+            )
         slot = Slot(item["role"], item["ordinal"])
         if slot in slots:
-            raise _bad(f"{what}: expected distinct slots, found {slot.name} twice")
+            raise invalid_input(f"{what}: expected distinct slots, found {slot.name} twice")
         slots.append(slot)
     return tuple(slots)
 
@@ -189,15 +189,15 @@ def expected_from_dict(
     allowed = set(_LaunchDoc.model_fields) | set(extra)
     unknown = sorted(set(doc) - allowed)
     if unknown:
-        raise _bad(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
+        raise invalid_input(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
     try:
         launch = _LaunchDoc(**{k: v for k, v in doc.items() if k in _LaunchDoc.model_fields})
     except ValidationError as exc:
-        raise _bad(f"{what}: {describe_validation(exc, what)}") from None
+        raise invalid_input(f"{what}: {describe_validation(exc, what)}") from None
     if launch.heartbeat_window_s == 0:  # SafeInt is already >= 0
-        raise _bad(f"{what}: expected heartbeat_window_s >= 1, found 0")
+        raise invalid_input(f"{what}: expected heartbeat_window_s >= 1, found 0")
     if launch.max_abstain_s == 0:
-        raise _bad(f"{what}: expected max_abstain_s >= 1, found 0")
+        raise invalid_input(f"{what}: expected max_abstain_s >= 1, found 0")
     return ExpectedLaunch(**launch.model_dump(), judges_abstention="max_abstain_s" in doc)
 
 
@@ -231,7 +231,7 @@ def check_launch_id(launch_id: str) -> str:
         or len(launch_id.encode("utf-8", "replace")) > _MAX_NAME_BYTES
         or _SURROGATE.search(launch_id)
     ):
-        raise _bad(f"expected a launch_id usable as a file name, found {launch_id!r}")
+        raise invalid_input(f"expected a launch_id usable as a file name, found {launch_id!r}")
     return launch_id
 
 
@@ -240,17 +240,19 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _supervisor(value: object, what: str) -> ProcessIdentity:
     if not isinstance(value, dict) or set(value) != {"host", "pid", "start_ticks", "boot_id"}:
-        raise _bad(
+        raise invalid_input(
             f"{what}: expected 'supervisor' as {{'host', 'pid', 'start_ticks', 'boot_id'}}, "
             f"found {value!r}"
         )
     host, pid, ticks, boot = value["host"], value["pid"], value["start_ticks"], value["boot_id"]
     if not (isinstance(host, str) and host and isinstance(boot, str) and boot):
-        raise _bad(f"{what}: expected supervisor host and boot_id as non-empty strings")
+        raise invalid_input(f"{what}: expected supervisor host and boot_id as non-empty strings")
     if type(pid) is not int or type(ticks) is not int or not (0 < pid <= MAX_SAFE_INTEGER):
-        raise _bad(f"{what}: expected supervisor pid and start_ticks as integers, found {value!r}")
+        raise invalid_input(
+            f"{what}: expected supervisor pid and start_ticks as integers, found {value!r}"
+        )
     if not 0 <= ticks <= MAX_SAFE_INTEGER:
-        raise _bad(f"{what}: expected supervisor start_ticks >= 0, found {ticks!r}")
+        raise invalid_input(f"{what}: expected supervisor start_ticks >= 0, found {ticks!r}")
     return ProcessIdentity(host, pid, ticks, boot)
 
 
@@ -260,16 +262,18 @@ def _excluded(value: object, what: str) -> frozenset[tuple[int, int]]:
     if value is None:
         return frozenset()
     if not isinstance(value, list) or len(value) > _MAX_SLOTS * 64:
-        raise _bad(f"{what}: expected 'excluded_children' as a list, found {value!r}"[:300])
+        raise invalid_input(
+            f"{what}: expected 'excluded_children' as a list, found {value!r}"[:300]
+        )
     found: set[tuple[int, int]] = set()
     for item in value:
         if not isinstance(item, dict) or set(item) != {"pid", "start_ticks"}:
-            raise _bad(f"{what}: expected excluded children as {{'pid', 'start_ticks'}}")
+            raise invalid_input(f"{what}: expected excluded children as {{'pid', 'start_ticks'}}")
         pid, ticks = item["pid"], item["start_ticks"]
         if type(pid) is not int or type(ticks) is not int:
-            raise _bad(f"{what}: expected excluded pid and start_ticks as integers")
+            raise invalid_input(f"{what}: expected excluded pid and start_ticks as integers")
         if not (0 < pid <= MAX_SAFE_INTEGER and 0 <= ticks <= MAX_SAFE_INTEGER):
-            raise _bad(f"{what}: expected an excluded pid >= 1 and start_ticks >= 0")
+            raise invalid_input(f"{what}: expected an excluded pid >= 1 and start_ticks >= 0")
         found.add((pid, ticks))
     return frozenset(found)
 
@@ -295,11 +299,13 @@ def launch_from_bytes(data: bytes, what: str) -> ExpectedLaunch:
         EcpaError: ``ECPA_INVALID_INPUT`` when not strict JSON or malformed.
     """
     if len(data) > _MAX_CONFIG_BYTES:
-        raise _bad(f"{what}: expected at most {_MAX_CONFIG_BYTES} bytes, found {len(data)}")
+        raise invalid_input(
+            f"{what}: expected at most {_MAX_CONFIG_BYTES} bytes, found {len(data)}"
+        )
     try:
         doc = parse_object(data, what=what)
     except EcpaError as exc:
-        raise _bad(f"{exc.code.value}: {exc.detail}") from None
+        raise invalid_input(f"{exc.code.value}: {exc.detail}") from None
     schema = doc.get("schema")
     if schema == LAUNCH_SCHEMA_01:
         expected = expected_from_dict(doc, what, extra=_LAUNCH_EXTRA)
@@ -313,7 +319,7 @@ def launch_from_bytes(data: bytes, what: str) -> ExpectedLaunch:
             excluded=_excluded(doc.get("excluded_children"), what),
         )
     else:
-        raise _bad(
+        raise invalid_input(
             f"{what}: expected schema {LAUNCH_SCHEMA!r} or {LAUNCH_SCHEMA_01!r}, found {schema!r}"
         )
     check_launch_id(expected.launch_id)

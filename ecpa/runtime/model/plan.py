@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, invalid_input
 from ecpa.profile.jcs import canonicalize
 from ecpa.profile.statement import SafeInt, Sha256Digest, describe_validation
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER, parse_object
@@ -44,10 +44,6 @@ MAX_TTL_S = 300
 #: outlives the wait for the next one, with room for one lost record.
 MAX_EMIT_INTERVAL_S = MAX_TTL_S // 3
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
 
 
 def _printable(value: str) -> str:
@@ -119,7 +115,7 @@ def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Pl
     """
     schema = doc.get("schema")
     if schema not in (PLAN_SCHEMA, PLAN_SCHEMA_01):
-        raise _bad(
+        raise invalid_input(
             f"{what}: expected member 'schema' {PLAN_SCHEMA!r} (or {PLAN_SCHEMA_01!r}), "
             f"found {schema!r}"
         )
@@ -129,18 +125,18 @@ def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Pl
         allowed.discard("max_abstain_s")
     unknown = sorted(set(doc) - allowed)
     if unknown:
-        raise _bad(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
+        raise invalid_input(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
     try:
         parsed = _PlanDoc(**{k: v for k, v in doc.items() if k != "schema"})
     except ValidationError as exc:
-        raise _bad(f"{what}: {describe_validation(exc, what)}") from None
+        raise invalid_input(f"{what}: {describe_validation(exc, what)}") from None
     slots = DEFAULT_SLOTS if parsed.slots is None else slots_from_list(parsed.slots, what)
     interval = parsed.emit_interval_s
     window = parsed.heartbeat_window_s
     if window is None:
         window = 3 * interval  # RUNTIME.md: default 3x the emit interval
     elif window < interval:  # a window shorter than the cadence makes every status stale
-        raise _bad(
+        raise invalid_input(
             f"{what}: expected member 'heartbeat_window_s' >= emit_interval_s "
             f"({interval}), found {window}"
         )
@@ -175,7 +171,7 @@ def plan_from_bytes(data: bytes, what: str, *, default_issuer: str) -> Plan:
     try:
         doc = parse_object(data, what=what)
     except EcpaError as exc:
-        raise _bad(f"{exc.code.value}: {exc.detail}") from None
+        raise invalid_input(f"{exc.code.value}: {exc.detail}") from None
     return plan_from_dict(doc, what, default_issuer=default_issuer)
 
 

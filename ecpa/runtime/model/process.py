@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, invalid_input
 
 __all__ = [
     "BINDING_ENV_NAMES",
@@ -44,10 +44,6 @@ PROC = Path("/proc")
 # ASCII digits only (``\d`` would take any script's digits), at most 20 of them: a pid and
 # start ticks fit in 64 bits, and int() refuses more than 4300 digits with a ValueError.
 _START_IDENTITY = re.compile(r"pid:([0-9]{1,20}):start_ticks:([0-9]{1,20}):boot:([0-9A-Za-z-]+)")
-
-
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
 
 
 PR_GET_DUMPABLE = 3
@@ -105,7 +101,7 @@ class ProcessIdentity:
         """
         match = _START_IDENTITY.fullmatch(start_identity)
         if match is None:
-            raise _bad(
+            raise invalid_input(
                 "expected start_identity 'pid:<pid>:start_ticks:<ticks>:boot:<boot id>', "
                 f"found {start_identity!r}"
             )
@@ -122,7 +118,7 @@ def read_boot_id(proc_root: Path = PROC) -> str:
     try:
         return path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise _bad(f"expected a boot id at {path}, found: {exc}") from None
+        raise invalid_input(f"expected a boot id at {path}, found: {exc}") from None
 
 
 def _stat_fields(pid: int, proc_root: Path) -> list[bytes] | None:
@@ -133,11 +129,15 @@ def _stat_fields(pid: int, proc_root: Path) -> list[bytes] | None:
     except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise _bad(f"expected a readable /proc/{pid}/stat, found: {exc.strerror}") from None
+        raise invalid_input(
+            f"expected a readable /proc/{pid}/stat, found: {exc.strerror}"
+        ) from None
     end = data.rfind(b")")
     fields = data[end + 1 :].split()
     if end < 0 or len(fields) < 20 or not all(f.isdigit() and len(f) <= 20 for f in fields[1:2]):
-        raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {data[:80]!r}")
+        raise invalid_input(
+            f"expected /proc/{pid}/stat in the kernel's format, found {data[:80]!r}"
+        )
     return fields
 
 
@@ -234,7 +234,9 @@ def _start_ticks(pid: int, proc_root: Path) -> int | None:
     if fields is None or fields[0] in (b"Z", b"X"):  # field 3, the state
         return None
     if not (fields[19].isdigit() and len(fields[19]) <= 20):
-        raise _bad(f"expected /proc/{pid}/stat in the kernel's format, found {fields[19]!r}")
+        raise invalid_input(
+            f"expected /proc/{pid}/stat in the kernel's format, found {fields[19]!r}"
+        )
     return int(fields[19])  # field 22 is the 20th after the command name
 
 
@@ -249,7 +251,7 @@ def read_identity(
     pid = os.getpid() if pid is None else pid
     ticks = _start_ticks(pid, proc_root)
     if ticks is None:
-        raise _bad(f"expected a process {pid}, found none")
+        raise invalid_input(f"expected a process {pid}, found none")
     return ProcessIdentity(host or socket.gethostname(), pid, ticks, read_boot_id(proc_root))
 
 
@@ -336,9 +338,11 @@ def _slot_from_env(env: Mapping[str, str]) -> tuple[str | None, int | None]:
     if role is None and ordinal is None:
         return None, None
     if role is None or ordinal is None:
-        raise _bad(f"expected both or neither of {list(SLOT_ENV_NAMES)}, found one")
+        raise invalid_input(f"expected both or neither of {list(SLOT_ENV_NAMES)}, found one")
     if not (ordinal.isascii() and ordinal.isdigit() and len(ordinal) <= 5):
-        raise _bad(f"expected ECPA_PROCESS_ORDINAL as an integer in [0, 65535], found {ordinal!r}")
+        raise invalid_input(
+            f"expected ECPA_PROCESS_ORDINAL as an integer in [0, 65535], found {ordinal!r}"
+        )
     return role, int(ordinal)
 
 
@@ -355,18 +359,22 @@ def launch_from_env(env: Mapping[str, str]) -> LaunchEnvironment | None:
         return None
     v02 = bool(env.get("ECPA_ENROLL_SOCKET"))
     if v02 and (env.get("ECPA_KID") or env.get("ECPA_SIGNING_KEY_FILE")):
-        raise _bad(
+        raise invalid_input(
             "expected ECPA_ENROLL_SOCKET (0.2) or ECPA_KID/ECPA_SIGNING_KEY_FILE (0.1), found both"
         )
     names = ENV_NAMES_02 if v02 else ENV_NAMES
     missing = [name for name in names if not env.get(name)]
     if missing:
-        raise _bad(f"expected the whole launch binding, found {missing} missing")
+        raise invalid_input(f"expected the whole launch binding, found {missing} missing")
     epoch = env["ECPA_PROCESS_EPOCH"]
     if not (epoch.isascii() and epoch.isdigit() and len(epoch) <= 16 and int(epoch) < 2**53):
-        raise _bad(f"expected ECPA_PROCESS_EPOCH as an integer in [0, 2**53-1], found {epoch!r}")
+        raise invalid_input(
+            f"expected ECPA_PROCESS_EPOCH as an integer in [0, 2**53-1], found {epoch!r}"
+        )
     if len(env["ECPA_CHALLENGE"]) < 22:  # 128 bits as base64url is 22 characters
-        raise _bad("expected ECPA_CHALLENGE of at least 128 bits (22 base64url characters)")
+        raise invalid_input(
+            "expected ECPA_CHALLENGE of at least 128 bits (22 base64url characters)"
+        )
     role, ordinal = _slot_from_env(env)
     return LaunchEnvironment(
         plan_id=env["ECPA_PLAN_ID"],
