@@ -572,3 +572,19 @@ def test_long_enough_challenge_accepted(tmp_path: Path, length: int) -> None:
     launch = launch_from_env(env)
     assert launch is not None
     assert launch.challenge == "A" * length
+
+
+def test_the_binding_is_defined_once_and_every_model_follows_it() -> None:
+    """RUNTIME.md "Launch binding": BINDING_FIELDS names each field and its variable; the
+    observer's environment, the expected launch and the manager's environment follow it."""
+    import dataclasses
+
+    from ecpa.runtime.model.launch import ExpectedLaunch
+    from ecpa.runtime.model.process import BINDING_FIELDS, LaunchEnvironment
+
+    fields = {f for f, _ in BINDING_FIELDS}
+    assert fields <= {f.name for f in dataclasses.fields(LaunchEnvironment)}
+    statement_bound = fields - {"issuer", "evidence_dir"}  # the statement's own binding
+    assert statement_bound <= {f.name for f in dataclasses.fields(ExpectedLaunch)}
+    assert len({name for _, name in BINDING_FIELDS}) == len(BINDING_FIELDS)
+    assert all(name == "ECPA_" + f.upper() for f, name in BINDING_FIELDS)

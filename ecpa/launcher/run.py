@@ -51,7 +51,12 @@ from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.runtime.model.launch import EXIT_SCHEMA
 from ecpa.runtime.model.membership import Membership, children_now
 from ecpa.runtime.model.plan import Plan, launch_document, plan_from_dict
-from ecpa.runtime.model.process import BINDING_ENV_NAMES, ProcessIdentity, read_identity
+from ecpa.runtime.model.process import (
+    BINDING_ENV_NAMES,
+    BINDING_FIELDS,
+    ProcessIdentity,
+    read_identity,
+)
 
 __all__ = [
     "BINDING_NAMES",
@@ -197,18 +202,19 @@ def _new_launch(
 ) -> Launch:
     token = directory.name.removeprefix("launch-")
     absolute = directory.absolute()  # the command may change its working directory
-    binding = {
-        "ECPA_PLAN_ID": plan.plan_id,
-        "ECPA_LAUNCH_ID": f"launch-{token}",
-        "ECPA_CHALLENGE": secrets.token_urlsafe(32),  # 256 bits (RUNTIME: at least 128)
-        "ECPA_PLUGIN_ID": plan.plugin_id,
-        "ECPA_ARTIFACT_DIGEST": plan.artifact_digest,
-        "ECPA_ISSUER": plan.issuer,
-        "ECPA_ENROLL_SOCKET": str(absolute / "enroll.sock"),
-        "ECPA_EVIDENCE_DIR": str(absolute / "evidence"),
-        "ECPA_PROCESS_EPOCH": str(plan.process_epoch),
-        "ECPA_EMIT_INTERVAL_S": str(plan.emit_interval_s),
+    values = {
+        "plan_id": plan.plan_id,
+        "launch_id": f"launch-{token}",
+        "challenge": secrets.token_urlsafe(32),  # 256 bits (RUNTIME: at least 128)
+        "plugin_id": plan.plugin_id,
+        "artifact_digest": plan.artifact_digest,
+        "issuer": plan.issuer,
+        "evidence_dir": absolute / "evidence",
+        "process_epoch": plan.process_epoch,
     }
+    binding = {name: str(values[field]) for field, name in BINDING_FIELDS}
+    binding["ECPA_ENROLL_SOCKET"] = str(absolute / "enroll.sock")
+    binding["ECPA_EMIT_INTERVAL_S"] = str(plan.emit_interval_s)
     return Launch(
         plan=plan,
         launch_id=binding["ECPA_LAUNCH_ID"],

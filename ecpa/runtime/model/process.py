@@ -16,11 +16,13 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ecpa.errors import EcpaError, invalid_input
 
 __all__ = [
     "BINDING_ENV_NAMES",
+    "BINDING_FIELDS",
     "ENV_NAMES",
     "ENV_NAMES_02",
     "PROC",
@@ -286,17 +288,20 @@ def check_alive(
     return Liveness(True, f"process {identity.pid} alive since tick {ticks}")
 
 
-#: The binding every launch sets (RUNTIME.md "Launch binding").
-_COMMON_NAMES = (
-    "ECPA_PLAN_ID",
-    "ECPA_LAUNCH_ID",
-    "ECPA_CHALLENGE",
-    "ECPA_PLUGIN_ID",
-    "ECPA_ARTIFACT_DIGEST",
-    "ECPA_ISSUER",
-    "ECPA_EVIDENCE_DIR",
-    "ECPA_PROCESS_EPOCH",
+#: The binding every launch sets (RUNTIME.md "Launch binding"), defined once: each
+#: :class:`LaunchEnvironment` field with the variable that carries it. The manager writes
+#: the environment from it and the observer reads it back by it.
+BINDING_FIELDS = (
+    ("plan_id", "ECPA_PLAN_ID"),
+    ("launch_id", "ECPA_LAUNCH_ID"),
+    ("challenge", "ECPA_CHALLENGE"),
+    ("plugin_id", "ECPA_PLUGIN_ID"),
+    ("artifact_digest", "ECPA_ARTIFACT_DIGEST"),
+    ("issuer", "ECPA_ISSUER"),
+    ("evidence_dir", "ECPA_EVIDENCE_DIR"),
+    ("process_epoch", "ECPA_PROCESS_EPOCH"),
 )
+_COMMON_NAMES = tuple(name for _, name in BINDING_FIELDS)
 #: The 0.1 launch binding: one launch key in a file.
 ENV_NAMES = (*_COMMON_NAMES[:6], "ECPA_KID", "ECPA_SIGNING_KEY_FILE", *_COMMON_NAMES[6:])
 #: The 0.2 launch binding: each process enrolls its own key through the supervisor's socket.
@@ -376,17 +381,11 @@ def launch_from_env(env: Mapping[str, str]) -> LaunchEnvironment | None:
             "expected ECPA_CHALLENGE of at least 128 bits (22 base64url characters)"
         )
     role, ordinal = _slot_from_env(env)
+    bound: dict[str, Any] = {field: env[name] for field, name in BINDING_FIELDS}
     return LaunchEnvironment(
-        plan_id=env["ECPA_PLAN_ID"],
-        launch_id=env["ECPA_LAUNCH_ID"],
-        challenge=env["ECPA_CHALLENGE"],
-        plugin_id=env["ECPA_PLUGIN_ID"],
-        artifact_digest=env["ECPA_ARTIFACT_DIGEST"],
-        issuer=env["ECPA_ISSUER"],
+        **{**bound, "evidence_dir": Path(bound["evidence_dir"]), "process_epoch": int(epoch)},
         kid=None if v02 else env["ECPA_KID"],
         signing_key_file=None if v02 else Path(env["ECPA_SIGNING_KEY_FILE"]),
-        evidence_dir=Path(env["ECPA_EVIDENCE_DIR"]),
-        process_epoch=int(epoch),
         enroll_socket=Path(env["ECPA_ENROLL_SOCKET"]) if v02 else None,
         role=role,
         ordinal=ordinal,
