@@ -20,6 +20,18 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+#: A test that asks for one of these starts real processes (``ecpa run``, a PostgreSQL
+#: server): it is ``e2e`` wherever it stands. Modules of such tests throughout say so
+#: themselves (``pytestmark = pytest.mark.e2e``).
+E2E_FIXTURES = frozenset({"launches", "pg_server", "pg_dsn"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 

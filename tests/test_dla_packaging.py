@@ -29,6 +29,8 @@ from dla_plugin.host_bundles import (
 from dla_plugin.host_selector import load_implementation
 from dla_plugin.selector import DlaVictimSelector
 
+pytestmark = pytest.mark.e2e  # real processes throughout
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "schemas" / "bundle-manifest-v1.schema.json"
 BUNDLE_GROUP = "vllm.extension_bundles"

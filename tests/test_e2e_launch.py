@@ -27,6 +27,8 @@ from ecpa.runtime.model.launch import launch_from_file
 from ecpa.runtime.model.process import Liveness
 from tests.support import ROOT
 
+pytestmark = pytest.mark.e2e  # real processes throughout
+
 ECPA = Path(sys.executable).parent / "ecpa"
 PLAN = {
     "schema": "ecpa-plan/0.1",

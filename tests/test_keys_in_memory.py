@@ -20,6 +20,8 @@ import pytest
 from ecpa.runtime.model.process import PR_GET_DUMPABLE, prctl
 from tests.support import ROOT
 
+pytestmark = pytest.mark.e2e  # real processes throughout
+
 NOBODY = 65534
 
 # Imports everything first (the interpreter's files may not be readable by the other user),

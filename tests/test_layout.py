@@ -356,3 +356,19 @@ def test_one_proc_parser_one_atomic_writer() -> None:
             ):
                 wrong.append(f"{name}:{node.lineno} calls {node.value.id}.{node.attr}")
     assert wrong == []
+
+
+def test_real_process_tests_are_marked() -> None:
+    """``pytest -m "not e2e"`` is the quick loop: at least 20 tests start real processes and
+    say so."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "e2e", "tests"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    marked = [line for line in out.stdout.splitlines() if "::" in line]
+    assert len(marked) >= 20, out.stdout[-2000:]
+    assert any("test_e2e_launch" in line for line in marked)

@@ -22,6 +22,8 @@ from ecpa.runtime.model.launch import launch_from_file
 from ecpa.runtime.model.membership import Membership, children_now
 from tests.support import ROOT
 
+pytestmark = pytest.mark.e2e  # real processes throughout
+
 BOSS = 100
 
 

@@ -34,6 +34,8 @@ from tests._launch_helpers import (
     wait_until,
 )
 
+pytestmark = pytest.mark.e2e  # real processes throughout
+
 __all__ = ["launches"]  # the fixture, used by name
 
 #: A process of the launch that enrolls a key of its own (legitimately, for itself) and then

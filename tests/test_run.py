@@ -42,6 +42,8 @@ from ecpa.runtime.model.process import ENV_NAMES_02, launch_from_env, read_ident
 from tests._cli_helpers import Run, ecpa_main
 from tests.support import ROOT
 
+pytestmark = pytest.mark.e2e  # real processes throughout
+
 ECPA = Path(sys.executable).parent / "ecpa"
 DIGEST = "sha256:" + "11" * 32
 PLAN: dict[str, Any] = {

@@ -11,12 +11,16 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ecpa.profile.trust import TrustStore
 from ecpa.runtime.judge.derive import derive_launch
 from ecpa.runtime.model.evidence import read_log
 from ecpa.runtime.model.launch import launch_from_file
 from ecpa.runtime.model.process import Liveness
 from tests._launch_helpers import DRIVE, PLAN, Launches, launches, status, wait_status, wait_until
+
+pytestmark = pytest.mark.e2e  # real processes throughout
 
 __all__ = ["launches"]  # the fixture, used by name
 

@@ -9,8 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ecpa.runtime.model.launch import launch_from_file
 from tests._launch_helpers import DRIVE, Launches, alive, launches, status, wait_status, wait_until
+
+pytestmark = pytest.mark.e2e  # real processes throughout
 
 __all__ = ["launches"]  # the fixture, used by name
 
