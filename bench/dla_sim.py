@@ -1,7 +1,7 @@
-"""The DLA simulator's wall time (issue 16): the whole ``--predictions all`` study on the default
-workload (10,000 synthetic jobs, 3 seeds, every prediction model, the profiled step time),
-target under 3 minutes on this machine (2 cores); and the replay of a 400-line trace, target
-under 10 s.
+"""The DLA simulator's wall time (docs/dla-value.md): the whole ``--predictions all`` study on
+the default workload (10,000 synthetic jobs, 3 seeds, every prediction model, the profiled
+step time), target under 3 minutes on this machine (2 cores); and the replay of a 400-line
+trace, target under 10 s.
 
 Method: each command runs as users run it, ``python -m dla_plugin.sim ... --quiet``, in a
 subprocess timed with ``time.perf_counter`` from start to exit (interpreter start-up

@@ -1,5 +1,5 @@
-"""The observer's cost per dispatch (issue 6): DLA policy call with the observer active over
-the same call without it, 64 candidates, in one run.
+"""The observer's cost per dispatch (RUNTIME.md "Hot-path budget"): DLA policy call with the
+observer active over the same call without it, 64 candidates, in one run.
 
 Method: one selector without an observer (what a process without a launch binding runs)
 and one with a live :class:`ecpa.observer.Observer` (its threads running, signing and

@@ -1,4 +1,4 @@
-"""``python -m bench.shared``: what shared state on PostgreSQL costs (issue 15).
+"""``python -m bench.shared``: what shared state on PostgreSQL costs (docs/performance.md).
 
 Rows, paired round by round (ours and the baseline back to back, the order alternating):
 

@@ -1,4 +1,4 @@
-"""PyJWT as a second JOSE stack that shares no code with ecpa (issue 17).
+"""PyJWT as a second JOSE stack that shares no code with ecpa (docs/conformance.md).
 
 PyJWT is the JOSE library most Python users already have. Three checks:
 

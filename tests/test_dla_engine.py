@@ -191,7 +191,7 @@ def test_admission_reserve_waits_for_the_predicted_blocks() -> None:
 
 
 def test_the_reserve_never_stalls_an_idle_engine() -> None:
-    """Issue 16: when nothing runs and the head cannot be admitted under its reserve, it is
+    """docs/dla-value.md: when nothing runs and the head cannot be admitted under its reserve, it is
     admitted by its prompt alone (a prediction beyond the whole pool, here)."""
     engine = BlockPoolEngine(
         PreemptionController(None), total_blocks=8, block_size=4, admission_reserve=True

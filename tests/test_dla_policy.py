@@ -610,7 +610,7 @@ class HostStop(Exception):
 def test_the_hosts_exception_during_the_observer_lookup_passes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 13 fact 9: a broad ``except`` around the lookup swallowed the driver's stop."""
+    """A broad ``except`` around the lookup swallowed the driver's stop."""
 
     def lookup() -> None:
         raise HostStop("SIGTERM")

@@ -78,7 +78,7 @@ def test_decode_steps_taken_at_once_change_nothing(policy: str, model: str, step
 
 
 def test_recomputation_costs_step_time_under_the_profiled_model() -> None:
-    """Issue 16: a preempted request's recomputation costs time, which the waste shows."""
+    """docs/dla-value.md: a preempted request's recomputation costs time, which the waste shows."""
     preds = predict(JOBS, "exact", 1)
     small = simulate(JOBS, preds, "lifo", CONFIG)
     roomy = simulate(JOBS, preds, "lifo", SimConfig(total_blocks=8192))
@@ -333,7 +333,7 @@ def test_plot_draws_a_png(tmp_path: Path) -> None:
 
 
 def test_on_the_synthetic_workload_the_reserve_cuts_preemptions_and_waste() -> None:
-    """Issue 8: with exact predictions, DLA victim + admission reserve preempts less and
+    """DLA.md: with exact predictions, DLA victim + admission reserve preempts less and
     wastes fewer tokens than LIFO, on every seed (the default workload and engine)."""
     for seed in (1, 2, 3):
         jobs = synthetic(2_000, seed)

@@ -1,5 +1,5 @@
 """Step models (dla_plugin.sim.steptime): the profiled A100 / Llama-2-7B model hits the six
-points of issue 16 within 10%, every coefficient comes from the profiled rows, and the
+points docs/dla-value.md names within 10%, every coefficient comes from the profiled rows, and the
 constant model is the engine of before."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dla_plugin.sim.steptime import (
 
 MODEL = ProfiledStep()
 
-# Issue 16: "within 10% of these points, which that data gives" (ms per step).
+# docs/dla-value.md: within 10% of the points the profiled data gives (ms per step).
 POINTS = [
     ("prefill 1x1024", [1024], 0, 0, 77.0),
     ("prefill 1x2048", [2048], 0, 0, 160.0),
@@ -142,7 +142,7 @@ def test_more_work_never_makes_a_profiled_step_shorter(
 ) -> None:
     base = MODEL.seconds(prefills, decodes, decodes * kv_each)
     assert base >= 0
-    # A recomputed prefill added to the step costs time (issue 16: recomputation costs).
+    # A recomputed prefill added to the step costs time (docs/dla-value.md: recomputation costs).
     assert MODEL.seconds([*prefills, extra], decodes, decodes * kv_each) > base
     # So does one more decode, and a longer KV cache.
     more = MODEL.seconds(prefills, decodes + 1, (decodes + 1) * kv_each + 1)

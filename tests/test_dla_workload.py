@@ -461,7 +461,7 @@ def test_lognormal_models_keep_the_predictions_they_had_as_noise() -> None:
 
 @pytest.mark.parametrize(("model", "sigma"), [("noise-add-0.5", 0.5), ("noise-add-1.0", 1.0)])
 def test_additive_noise_has_sd_sigma_times_the_length(model: str, sigma: float) -> None:
-    """Issue 16: true length + N(0, (sigma * L)**2), rounded, at least 1."""
+    """docs/dla-value.md: true length + N(0, (sigma * L)**2), rounded, at least 1."""
     jobs = [Job(0.0, 1, 1000)] * 20_000
     got = [p for p in predict(jobs, model, 3) if p is not None]
     floored = sum(p == 1 for p in got) / len(got)

@@ -1,6 +1,7 @@
 """Every file the tools read as evidence, trust, launch or key: no symlink followed, never
-blocking, regular files only, read with a bound (issue 13, facts 5 and 10). The commands run
-as real processes with a timeout, so a hang fails the test instead of stalling the suite."""
+blocking, regular files only, read with a bound (PROFILE.md, strict JSON; docs/cli.md). The
+commands run as real processes with a timeout, so a hang fails the test instead of stalling the
+suite."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """verify and sign with the JCS fast path against the same calls through rfc8785 only.
 
 ``reference_jcs()`` closes both gates of the fast path (ecpa/jcs.py) and empties the header
-cache, so every canonical form comes from ``rfc8785.dumps`` as before issue 7. On mutated
-evidence (the strategies of test_properties.py and _fuzz_strategies.py, and member names
-around U+FFFF/U+10000) both give the same code and detail, or accept the same statement;
+cache, so every canonical form comes from ``rfc8785.dumps`` as without the fast path
+(docs/adr/0001). On mutated evidence (the strategies of test_properties.py and
+_fuzz_strategies.py, and member names around U+FFFF/U+10000) both give the same code and
+detail, or accept the same statement;
 on statements, sign gives the same bytes or the same refusal. The header cache (ecpa/jws.py)
 is checked too: bounded, failures never kept, and what it hands out is a fresh copy.
 """

@@ -127,7 +127,7 @@ def test_plan_id_derived_from_the_resolved_plan() -> None:
         ({"emit_interval_s": "1"}, "emit_interval_s"),
         ({"emit_interval_s": True}, "emit_interval_s"),
         ({"emit_interval_s": 86401}, "emit_interval_s"),
-        # Issue 13 fact 8: no statement lives longer than 300 s, so an interval over a
+        # RUNTIME.md: no statement lives longer than 300 s, so an interval over a
         # third of that would let status flip between records; it is refused.
         ({"emit_interval_s": 101}, "emit_interval_s"),
         ({"emit_interval_s": 301}, "emit_interval_s"),
@@ -346,7 +346,7 @@ def test_a_01_plan_is_one_slot_and_keeps_its_plan_id() -> None:
 
 @pytest.mark.parametrize("launch_id", ["a/b", "..", "x\x00y", "tab\there", "\u202eevil"])
 def test_a_launch_id_that_cannot_name_a_file_is_refused(tmp_path: Path, launch_id: str) -> None:
-    """Issue 13 fact 10: a NUL in launch.json's launch_id was a ValueError (exit 3)."""
+    """A NUL in launch.json's launch_id was a ValueError (exit 3)."""
     plan = parse(plan_doc())
     doc = launch_document(
         plan, launch_id=launch_id, challenge="c" * 43, started_at=1, supervisor=SUPERVISOR

@@ -216,7 +216,7 @@ def test_emit_every_wakes_the_emitter_early(make_observer: Callable[..., Observe
     obs = make_observer(emit_interval_s=30.0, emit_every=100)
     for _ in range(99):
         obs.count(SELECTION)
-    # Issue 13 fact 8: the first record comes as soon as the first dispatch happened, not
+    # RUNTIME.md "Observer": the first record comes as soon as the first dispatch happened, not
     # one interval later; then nothing more for 99 dispatches and a 30 s interval.
     assert wait_until(lambda: obs.snapshot()["seq"] == 1)
     time.sleep(0.1)
@@ -576,7 +576,7 @@ def test_forked_child_emits_nothing_in_the_parents_name(
     assert json.loads(payload)["process"]["start_identity"] == read_identity().start_identity
 
 
-# -- issue 13: the first record at once; never block, never catch the host's exceptions ----
+# -- RUNTIME.md "Observer": the first record at once; never block, never catch the host's exceptions
 
 
 def test_the_first_record_comes_with_the_first_dispatch(

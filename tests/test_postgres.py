@@ -1,6 +1,6 @@
 """The PostgreSQL replay fence on a real server (``scripts/pg-up``): errors that name what
 failed and never a traceback, its schema (version row, primary key), reconnection after a
-restart, and the load and fault runs of issue 15: 4 processes x 25,000 nonces with 50 %
+restart, and the load and fault runs of docs/performance.md: 4 processes x 25,000 nonces with 50 %
 overlap, accepted once; the same with the server stopped and restarted in the middle."""
 
 from __future__ import annotations

@@ -405,7 +405,7 @@ def test_library_finish_keeps_a_disabled_key_disabled(tmp_path: Path) -> None:
 
 
 def test_finish_writes_exit_json_even_when_the_trust_store_fails(tmp_path: Path) -> None:
-    """Issue 13 fact 3: a failure closing the window (trust.json) skipped exit.json."""
+    """A failure closing the window (trust.json) skipped exit.json."""
     plan = plan_from_dict(PLAN, "plan", default_issuer="unused")
     launch = prepare_launch(plan, tmp_path, now=1_800_000_000, environ={})
     launch.trust_file.write_text("{broken")  # cannot be read, so cannot be closed

@@ -1,7 +1,7 @@
-"""Replay databases and trust stores that several processes use at once (issue 13, facts 6,
-7 and 11): store trouble stops the command (exit 2) instead of failing item after item, a
-fence that cannot enforce uniqueness is refused, re-reading is not a replay, and no trust
-store update is lost in a race."""
+"""Replay databases and trust stores that several processes use at once (RUNTIME.md "Replay
+fence"; PROFILE.md §5): store trouble stops the command (exit 2) instead of failing item after
+item, a fence that cannot enforce uniqueness is refused, re-reading is not a replay, and no
+trust store update is lost in a race."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`ecpa run` never leaves a mess (issue 13, facts 3 and 4; RUNTIME.md "Slots", supervision):
+"""`ecpa run` never leaves a mess (RUNTIME.md "Slots", supervision):
 real `ecpa run` processes, real children, every pid killed at the end."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ PREDICTIONS = (
 )
 _ADDITIVE = {"noise-add-0.5": 0.5, "noise-add-1.0": 1.0}
 _LOGNORMAL = {"lognormal-0.5": 0.5, "lognormal-1.0": 1.0}
-# The names the log-normal models had before the additive ones came (issue 16).
+# The names the log-normal models had before the additive ones came (DLA.md).
 _RENAMED = {"noise-0.5": "lognormal-0.5", "noise-1.0": "lognormal-1.0"}
 _RENAMED_FROM = {new: old for old, new in _RENAMED.items()}
 
