@@ -195,7 +195,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
     [
         ("ecpa.cli._verify.verify_evidence", ["verify", "ev.jws", "--trust", "trust.json"]),
         ("ecpa.cli._keys.sign", ["sign", "ev.json", "--key", "k1.pem", "--out", "out"]),
-        ("ecpa.cli._demo.run_any", ["corpus", "check", "trust.json"]),
+        ("ecpa.cli._corpus.run_any", ["corpus", "check", "trust.json"]),
     ],
     ids=["verify", "sign", "corpus-check"],
 )

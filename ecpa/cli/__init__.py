@@ -16,7 +16,8 @@ import typer
 from ecpa import PROFILE_ID, __version__
 from ecpa.cli import _entry, _run
 from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES, safe
-from ecpa.cli._demo import corpus_app, demo_command
+from ecpa.cli._corpus import corpus_app
+from ecpa.cli._demo import demo_command
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
 from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, run_command
 from ecpa.cli._ship import SHIP_EXAMPLES, ship_command
