@@ -14,12 +14,12 @@ from typing import Annotated
 import typer
 
 from ecpa import PROFILE_ID, __version__
-from ecpa.cli import _entry, _run
+from ecpa.cli import _entry
 from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES, safe
 from ecpa.cli._corpus import corpus_app
 from ecpa.cli._demo import demo_command
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
-from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, run_command
+from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, Invocation, run_command
 from ecpa.cli._ship import SHIP_EXAMPLES, ship_command
 from ecpa.cli._status import STATUS_EXAMPLES, status_command
 from ecpa.cli._verify import VERIFY_EXAMPLES, inspect_command, verify_command
@@ -66,10 +66,15 @@ app.command("run", epilog=RUN_EXAMPLES, context_settings=RUN_CONTEXT)(run_comman
 app.command("ship", epilog=SHIP_EXAMPLES)(ship_command)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ecpa`` script; returns the exit status."""
+def main(argv: list[str] | None = None, *, standalone: bool = False) -> int:
+    """Run ``ecpa ARGV...`` (default: the process's arguments) and return the exit status.
+
+    ``standalone`` is for :func:`script` only: this process ends when the command returns,
+    so ``ecpa run`` leaves the termination signals ignored after supervision (see
+    ``Invocation``); in-process callers (tests, the demo) keep the default.
+    """
     try:
-        app(args=argv, prog_name="ecpa")
+        app(args=argv, prog_name="ecpa", obj=Invocation(standalone=standalone))
     except SystemExit as exc:  # click's standalone mode; usage errors are exit 2
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
@@ -93,8 +98,7 @@ def script() -> None:
     (``ecpa verify log.jsonl | head`` must not report "invalid" because head stopped)."""
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    _run.standalone[0] = True
-    sys.exit(main())
+    sys.exit(main(standalone=True))
 
 
 if __name__ == "__main__":
