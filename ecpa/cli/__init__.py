@@ -7,6 +7,8 @@ One place, :func:`main`, maps failures to exit status: 0 success, 1 evidence ref
 
 from __future__ import annotations
 
+import contextlib
+import io
 import signal
 import sys
 from typing import Annotated
@@ -14,10 +16,9 @@ from typing import Annotated
 import typer
 
 from ecpa import PROFILE_ID, __version__
-from ecpa.cli import _entry
 from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES, safe
 from ecpa.cli._corpus import corpus_app
-from ecpa.cli._demo import demo_command
+from ecpa.cli._demo import run_demo
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
 from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, Invocation, run_command
 from ecpa.cli._ship import SHIP_EXAMPLES, ship_command
@@ -54,13 +55,37 @@ def _root(
     """ecpa: signed evidence that a plugin really runs."""
 
 
+def _demo_command() -> None:
+    """Run the main job end to end in a temporary directory: make a key and a trust store,
+    sign a statement, verify it, tamper with it, replay it; each refusal shows its code.
+
+    Exits 1 if anything behaves other than the profile says.
+
+    \b
+    Example:
+      ecpa demo
+    """
+    passed, steps = run_demo(_in_process, typer.echo)
+    typer.echo(f"\n{passed} of {steps} steps behaved as the profile says")
+    raise typer.Exit(EXIT_OK if passed == steps else EXIT_INVALID)
+
+
+def _in_process(argv: list[str]) -> tuple[int, str]:
+    """``ecpa ARGV...`` run by :func:`main` in this process, for the demo: the exit status
+    and what it printed (standard output, then standard error)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return status, out.getvalue() + err.getvalue()
+
+
 app.command("verify", epilog=VERIFY_EXAMPLES)(verify_command)
 app.command("inspect", epilog="Example: ecpa inspect evidence.jws")(inspect_command)
 app.command("sign")(sign_command)
 app.command("keygen")(keygen_command)
 app.add_typer(trust_app, name="trust")
 app.add_typer(corpus_app, name="corpus")
-app.command("demo")(demo_command)
+app.command("demo")(_demo_command)
 app.command("status", epilog=STATUS_EXAMPLES)(status_command)
 app.command("run", epilog=RUN_EXAMPLES, context_settings=RUN_CONTEXT)(run_command)
 app.command("ship", epilog=SHIP_EXAMPLES)(ship_command)
@@ -88,9 +113,6 @@ def main(argv: list[str] | None = None, *, standalone: bool = False) -> int:
         typer.echo(f"ecpa: internal error: {type(exc).__name__}: {safe(str(exc))}", err=True)
         return EXIT_INTERNAL
     return EXIT_OK
-
-
-_entry.register(main)
 
 
 def script() -> None:

@@ -1,22 +1,16 @@
-"""``ecpa demo``."""
+"""The demo's steps: the profile and ``runtime_effective`` shown end to end."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import shlex
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from ecpa.cli import _entry
-from ecpa.cli._common import EXIT_INVALID, EXIT_OK
 from ecpa.cli._demo_launch import launch_loop, slots_loop
 from ecpa.cli._demo_sim import sim_step
+from ecpa.cli._demo_tour import Ecpa, Say, Tour
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
@@ -24,7 +18,7 @@ from ecpa.runtime.model.evidence import EvidenceLog
 from ecpa.runtime.model.launch import Slot
 from ecpa.runtime.model.process import LaunchEnvironment, read_identity
 
-__all__ = ["demo_command"]
+__all__ = ["run_demo"]
 
 
 def _statement(now: int) -> dict[str, Any]:
@@ -88,38 +82,22 @@ def _emit_own_evidence(d: Path, now: int, key: SigningKey) -> None:
     (d / "launch-binding.json").write_text(json.dumps(binding) + "\n")
 
 
-def demo_command() -> None:
+def run_demo(ecpa: Ecpa, say: Say) -> tuple[int, int]:
     """Run the main job end to end in a temporary directory: make a key and a trust store,
-    sign a statement, verify it, tamper with it, replay it; each refusal shows its code.
+    sign a statement, verify it, tamper with it, replay it (each refusal shows its code),
+    judge a live launch, and ask the value simulator whether DLA pays off.
 
-    Exits 1 if anything behaves other than the profile says.
-
-    \b
-    Example:
-      ecpa demo
+    ``ecpa`` runs each command in this process and ``say`` prints the narrative. Returns
+    how many steps behaved as the profile says, and how many there were.
     """
-
     now = int(time.time())
-    checks: list[bool] = []
-
-    def run(args: list[str], expect_exit: int, expect_text: str, why: str) -> None:
-        typer.echo(f"\n# {why}")
-        typer.echo("$ ecpa " + " ".join(shlex.quote(a) for a in args))
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = _entry.run(args)
-        text = out.getvalue() + err.getvalue()
-        typer.echo(text.rstrip("\n"))
-        ok = status == expect_exit and expect_text in text
-        checks.append(ok)
-        if not ok:
-            typer.echo(f"!! expected exit {expect_exit} and {expect_text!r}; got exit {status}")
+    tour = Tour(ecpa, say)
 
     with tempfile.TemporaryDirectory(prefix="ecpa-demo-") as tmp:
         d = Path(tmp)
         trust, db = str(d / "trust.json"), str(d / "replay.db")
-        typer.echo(f"ecpa demo in {d} (now={now})")
-        run(
+        say(f"ecpa demo in {d} (now={now})")
+        tour.step(
             [
                 "keygen",
                 "--issuer",
@@ -136,7 +114,7 @@ def demo_command() -> None:
             "a signing key, and its entry in a new trust store",
         )
         (d / "statement.json").write_text(json.dumps(_statement(now), indent=2) + "\n")
-        run(
+        tour.step(
             [
                 "sign",
                 str(d / "statement.json"),
@@ -150,41 +128,41 @@ def demo_command() -> None:
             "sign a statement: evidence.json (JCS payload) + evidence.jws (detached JWS)",
         )
         verify = ["verify", str(d / "evidence.jws"), "--trust", trust]
-        run([*verify, "--replay-db", db], 0, "OK ", "verify it, recording its nonce")
-        run([*verify, "--replay-db", db], 1, "REPLAYED_NONCE", "the same evidence again")
+        tour.step([*verify, "--replay-db", db], 0, "OK ", "verify it, recording its nonce")
+        tour.step([*verify, "--replay-db", db], 1, "REPLAYED_NONCE", "the same evidence again")
         payload = (d / "evidence.json").read_bytes()
         (d / "tampered.json").write_bytes(payload.replace(b"launch-demo", b"launch-demO"))
         (d / "tampered.jws").write_bytes((d / "evidence.jws").read_bytes())
-        run(
+        tour.step(
             ["verify", str(d / "tampered.jws"), "--trust", trust],
             1,
             "ATTESTATION_INVALID_SIGNATURE",
             "one byte of the payload changed",
         )
-        run([*verify, "--now", str(now + 3600)], 1, "ATTESTATION_EXPIRED", "an hour later")
+        tour.step([*verify, "--now", str(now + 3600)], 1, "ATTESTATION_EXPIRED", "an hour later")
         emitted = int(time.time())  # the steps above may take seconds on a loaded machine
         _emit_own_evidence(d, emitted, SigningKey.load(d / "demo-key.pem"))
         status = ["status", "--evidence", str(d / "launch-demo.jsonl"), "--trust", trust]
         status += ["--binding", str(d / "launch-binding.json")]
-        run(
+        tour.step(
             [*status, "--now", str(emitted)],
             0,
             "runtime_effective: true",
             "this process signed two evidence records about itself: is it really working?",
         )
-        run(
+        tour.step(
             [*status, "--now", str(emitted + 60)],
             1,
             "stale",
             "a minute later, with no new evidence, runtime_effective is withdrawn",
         )
-        run(
+        tour.step(
             ["inspect", str(d / "tampered.jws"), "--json"],
             0,
             '"verified":false',
             "inspect decodes without verifying, and says so",
         )
-        run(
+        tour.step(
             [
                 "trust",
                 "disable",
@@ -198,11 +176,9 @@ def demo_command() -> None:
             "disabled",
             "withdraw the key",
         )
-        run(verify, 1, "ATTESTATION_TRUST_POLICY", "evidence under a disabled key")
-        run(status, 1, "no valid evidence", "runtime_effective under a disabled key")
-        launch_loop(d, run, checks)
-        slots_loop(d, run, checks)
-        sim_step(checks)
-    passed = sum(checks)
-    typer.echo(f"\n{passed} of {len(checks)} steps behaved as the profile says")
-    raise typer.Exit(EXIT_OK if passed == len(checks) else EXIT_INVALID)
+        tour.step(verify, 1, "ATTESTATION_TRUST_POLICY", "evidence under a disabled key")
+        tour.step(status, 1, "no valid evidence", "runtime_effective under a disabled key")
+        launch_loop(d, tour)
+        slots_loop(d, tour)
+        sim_step(tour)
+    return sum(tour.checks), len(tour.checks)
