@@ -1,4 +1,4 @@
-"""What the commands share: exit codes, reading inputs, printing safely, writing files."""
+"""What the commands share: exit codes, reading inputs, printing safely."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 
 import typer
 
-from ecpa._files import open_regular, read_bounded, write_file
+from ecpa._files import MAX_INPUT_BYTES, open_regular, read_input
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fast import frozen_instance
 from ecpa.profile.strict_json import parse_object
@@ -30,17 +30,11 @@ USAGE_CODES = frozenset(
         ErrorCode.EVIDENCE_STORE,
     }
 )
-MAX_INPUT_BYTES = 64 * 1024 * 1024  # a bundle, statement, .jws or corpus file
 
 
 def fail_usage(detail: str) -> EcpaError:
     """An input that is not evidence at all (missing file, bad option): exit 2."""
     return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
-def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """A whole (bounded) file, or ``ECPA_INVALID_INPUT`` naming what went wrong."""
-    return read_bounded(path, limit, ErrorCode.INVALID_INPUT)
 
 
 def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[str, Any]:
@@ -49,7 +43,7 @@ def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[s
     With ``evidence`` (a statement to sign) parse errors keep their own codes (exit 1);
     otherwise the file is configuration and a parse error is ``ECPA_INVALID_INPUT`` (exit 2).
     """
-    data = read_bytes(path)
+    data = read_input(path)
     try:
         return parse_object(data, what=f"{what} {path}")
     except EcpaError as exc:
@@ -95,7 +89,7 @@ class Item:
 
 
 def _jws_item(path: Path, payload_path: Path | None) -> Item:
-    text = read_bytes(path)
+    text = read_input(path)
     if text.endswith(b"\n"):  # one trailing newline is allowed, nothing more
         text = text[:-1]
     if payload_path is None:
@@ -105,7 +99,7 @@ def _jws_item(path: Path, payload_path: Path | None) -> Item:
                 f"expected the payload of {path} at {payload_path} (or given with --payload), "
                 "found no such file"
             )
-    payload = read_bytes(payload_path)
+    payload = read_input(payload_path)
     evidence = Evidence(payload=payload, detached_jws=text.decode("latin-1"))
     return Item(str(path), None, evidence, None)
 
@@ -199,26 +193,7 @@ def evidence_items(
         with open_log(spec) as stream:
             yield from _log_items(spec, stream, before_stderr)
     else:
-        yield _bundle_item(spec, read_bytes(path))
-
-
-def write_new(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
-    """Write ``data`` to ``path`` whole or not at all (a temporary file renamed into place).
-
-    Never follows a symlink at ``path``; refuses an existing file unless ``force``.
-    """
-    if path.is_symlink():
-        raise fail_usage(f"expected a regular file path at {path}, found a symlink")
-    if path.exists() and not force:
-        raise fail_usage(f"expected {path} not to exist (use --force to replace it), found it")
-    try:
-        write_file(path, data, mode=mode, replace=force)
-    except FileExistsError:
-        raise fail_usage(
-            f"expected {path} not to exist (use --force to replace it), found it"
-        ) from None
-    except OSError as exc:
-        raise fail_usage(f"expected to write {path}, found: {exc.strerror}") from None
+        yield _bundle_item(spec, read_input(path))
 
 
 def display_json(data: bytes) -> Any:
