@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ecpa", "dla_plugin")
 
 # The order of the rooms: a module may import its own room and rooms before it, never after.
-# ``ecpa.errors`` and ``ecpa._files`` sit at the top and are open to every room.
+# ``ecpa.errors``, ``ecpa._files`` and ``ecpa._text`` sit at the top and are open to every room.
 RANK: dict[str, float] = {
     "ecpa.errors": 0,
     "ecpa._files": 0,
+    "ecpa._text": 0,
     "ecpa.profile": 1,
     # The runtime room by role: documents and names, the pure judgement, the stores shared
     # across hosts, the local edge; its facade (``ecpa.runtime``) above them all.
@@ -282,17 +283,21 @@ def test_the_runtime_room_is_split_by_role() -> None:
     assert {f"ecpa.runtime.{sub}" for sub in subs} <= set(RANK)
 
 
+#: The shared helpers' homes, open to every room despite their ``_``: files, and text shown.
+SHARED = ("ecpa._files", "ecpa._text")
+
+
 def _private(module: str) -> bool:
     """Whether ``module`` is private to its room: a part after ``ecpa`` starts with ``_``
-    (``ecpa._files`` is the shared helpers' public home)."""
-    return module != "ecpa._files" and any(
+    (the :data:`SHARED` helpers' homes are open to every room)."""
+    return module not in SHARED and any(
         part.startswith("_") and not part.startswith("__") for part in module.split(".")[1:]
     )
 
 
 def test_no_room_imports_another_rooms_private_names() -> None:
     """A room's ``_`` modules and names are its own: another room gets a public name or
-    nothing (``ecpa._files`` is open to every room)."""
+    nothing (the :data:`SHARED` helpers' homes are open to every room)."""
     wrong = []
     for name, path in MODULES.items():
         mine = room(name)

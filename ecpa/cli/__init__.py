@@ -16,7 +16,8 @@ from typing import Annotated
 import typer
 
 from ecpa import PROFILE_ID, __version__
-from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES, safe
+from ecpa._text import safe
+from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES
 from ecpa.cli._corpus import corpus_app
 from ecpa.cli._demo import run_demo
 from ecpa.cli._keys import keygen_command, sign_command, trust_app

@@ -52,28 +52,6 @@ def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[s
         raise fail_usage(f"{exc.code.value}: {exc.detail}") from None
 
 
-def show(value: Any) -> str:
-    """A value for a ``key=value`` line: bare when harmless, else JSON-escaped (so control
-    characters, spaces and bidi overrides from evidence can never forge output)."""
-    text = str(value)
-    if (
-        text
-        and text.isascii()
-        and text.isprintable()
-        and " " not in text
-        and "=" not in text
-        and '"' not in text
-        and "\\" not in text
-    ):
-        return text
-    return json.dumps(text)
-
-
-def safe(text: str) -> str:
-    """Free text from evidence, with every non-printable character escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 @dataclass(frozen=True)
 class Item:
     """One piece of evidence named for output: ``path`` or ``path:line``."""
@@ -208,8 +186,3 @@ def display_json(data: bytes) -> Any:
         )
     except (ValueError, RecursionError):
         return {"error": "not JSON", "text": data.decode("utf-8", "replace")}
-
-
-def json_line(obj: dict[str, Any]) -> str:
-    """One compact JSON object for JSON Lines output (ASCII, so it is terminal-safe)."""
-    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)

@@ -7,15 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ecpa.cli._common import (
-    EXIT_INVALID,
-    EXIT_OK,
-    fail_usage,
-    json_line,
-    read_json_object,
-    safe,
-    show,
-)
+from ecpa._text import json_line, safe, show
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, read_json_object
 from ecpa.corpus.runner import CORPUS_FILES, run_any, write
 
 __all__ = ["corpus_app"]

@@ -12,15 +12,8 @@ from typing import Annotated, Any
 import typer
 
 from ecpa._files import read_input, write_file
-from ecpa.cli._common import (
-    EXIT_OK,
-    EXIT_USAGE,
-    fail_usage,
-    json_line,
-    read_json_object,
-    safe,
-    show,
-)
+from ecpa._text import json_line, safe, show
+from ecpa.cli._common import EXIT_OK, EXIT_USAGE, fail_usage, read_json_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.keys import SigningKey, VerifyKey
 from ecpa.profile.sign import sign

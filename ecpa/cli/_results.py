@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ecpa.cli._common import json_line, safe, show
+from ecpa._text import json_line, safe, show
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
 

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa.cli._common import fail_usage, safe
+from ecpa._text import safe
+from ecpa.cli._common import fail_usage
 from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
 from ecpa.runtime.model.launch import Slot

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from ecpa._text import json_line, show
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -20,9 +21,7 @@ from ecpa.cli._common import (
     display_json,
     evidence_items,
     fail_usage,
-    json_line,
     read_json_object,
-    show,
 )
 from ecpa.cli._parallel import VerifyConfig, verify_with_jobs
 from ecpa.cli._results import ok_fields, render_result
