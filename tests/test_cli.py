@@ -193,7 +193,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
 @pytest.mark.parametrize(
     ("target", "argv"),
     [
-        ("ecpa.cli._verify.verify_evidence", ["verify", "ev.jws", "--trust", "trust.json"]),
+        ("ecpa.cli._serial.verify_evidence", ["verify", "ev.jws", "--trust", "trust.json"]),
         ("ecpa.cli._keys.sign", ["sign", "ev.json", "--key", "k1.pem", "--out", "out"]),
         ("ecpa.cli._corpus.run_any", ["corpus", "check", "trust.json"]),
     ],

@@ -16,7 +16,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple, cast
 
-from ecpa.cli._common import open_log, read_stdin
+from ecpa.cli._inputs import open_log, read_stdin
 from ecpa.cli._results import render_result
 from ecpa.errors import EcpaError
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, read_log
