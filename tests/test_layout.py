@@ -33,8 +33,10 @@ RANK: dict[str, float] = {
     "ecpa.runtime": 2.5,
     "ecpa.observer": 3,
     "ecpa.launcher": 3,
+    "ecpa.verify_jobs": 3,  # verify over many inputs, in one process or N
     "ecpa.corpus": 4,
     "ecpa._schemas": 5,
+    "ecpa.demo": 5.5,  # everything below the command line, never the command line
     "ecpa.cli": 6,
     "ecpa.__main__": 7,
 }
@@ -197,7 +199,15 @@ def test_profile_core_loads_alone() -> None:
         m
         for m in loaded
         if m.startswith(
-            ("ecpa.runtime", "ecpa.observer", "ecpa.launcher", "ecpa.corpus", "ecpa.cli")
+            (
+                "ecpa.runtime",
+                "ecpa.observer",
+                "ecpa.launcher",
+                "ecpa.verify_jobs",
+                "ecpa.corpus",
+                "ecpa.demo",
+                "ecpa.cli",
+            )
         )
     ]
     # ``import ecpa.profile`` runs ``ecpa/__init__`` first, which is the public facade and
@@ -265,6 +275,7 @@ def test_modules_stay_small() -> None:
 
 def test_every_room_says_what_it_may_import() -> None:
     rooms = ["profile", "runtime", "observer", "launcher", "corpus", "corpus/generator"]
+    rooms += ["verify_jobs", "demo"]
     rooms += [f"runtime/{sub}" for sub in ("model", "judge", "stores", "host")]
     for package in rooms:
         doc = ast.get_docstring(ast.parse((ROOT / "ecpa" / package / "__init__.py").read_text()))
