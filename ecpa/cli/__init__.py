@@ -19,12 +19,12 @@ from ecpa import PROFILE_ID, __version__
 from ecpa._text import safe
 from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES
 from ecpa.cli._corpus import corpus_app
-from ecpa.cli._demo import run_demo
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
 from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, Invocation, run_command
 from ecpa.cli._ship import SHIP_EXAMPLES, ship_command
 from ecpa.cli._status import STATUS_EXAMPLES, status_command
 from ecpa.cli._verify import VERIFY_EXAMPLES, inspect_command, verify_command
+from ecpa.demo import run_demo
 from ecpa.errors import EcpaError
 
 __all__ = ["app", "main", "script"]

@@ -8,3 +8,8 @@ May import: every room below the command line (:mod:`ecpa.profile`, :mod:`ecpa.r
 :mod:`ecpa.errors`, :mod:`ecpa._files`, :mod:`ecpa._text`; never cli, never dla_plugin (the
 driver and the simulator run as child processes).
 """
+
+from ecpa.demo._steps import run_demo
+from ecpa.demo._tour import Ecpa, Say
+
+__all__ = ["Ecpa", "Say", "run_demo"]

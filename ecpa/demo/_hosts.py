@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ecpa.cli._demo_tour import Tour
+from ecpa.demo._tour import Tour
 
 __all__ = ["hosts_steps"]
 

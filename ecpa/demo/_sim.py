@@ -9,7 +9,7 @@ import shlex
 import subprocess
 import sys
 
-from ecpa.cli._demo_tour import Tour
+from ecpa.demo._tour import Tour
 
 __all__ = ["sim_step"]
 

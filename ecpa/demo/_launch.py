@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from ecpa.cli._demo_hosts import hosts_steps
-from ecpa.cli._demo_tour import Tour
+from ecpa.demo._hosts import hosts_steps
+from ecpa.demo._tour import Tour
 from ecpa.launcher.run import BINDING_NAMES
 
 __all__ = ["launch_loop", "slots_loop"]

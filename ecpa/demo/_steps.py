@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ecpa.cli._demo_launch import launch_loop, slots_loop
-from ecpa.cli._demo_sim import sim_step
-from ecpa.cli._demo_tour import Ecpa, Say, Tour
+from ecpa.demo._launch import launch_loop, slots_loop
+from ecpa.demo._sim import sim_step
+from ecpa.demo._tour import Ecpa, Say, Tour
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
