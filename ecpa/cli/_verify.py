@@ -21,9 +21,6 @@ from ecpa.cli._common import (
     fail_usage,
     read_json_object,
 )
-from ecpa.cli._inputs import evidence_items
-from ecpa.cli._parallel import VerifyConfig, verify_with_jobs
-from ecpa.cli._serial import verify_in_process
 from ecpa.errors import EcpaError
 from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.statement import describe_validation
@@ -31,6 +28,7 @@ from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime.stores.replay import ReplayFence, open_replay_fence
+from ecpa.verify_jobs import VerifyConfig, evidence_items, verify_in_process, verify_with_jobs
 
 #: More workers than this is a mistake, not a speed-up (each is a process).
 MAX_JOBS = 256

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from ecpa.cli._inputs import Item, evidence_items
-from ecpa.cli._results import Echo, ok_fields, render_result
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime.model.evidence import verify_evidence
 from ecpa.runtime.stores.replay import ReplayFence
+from ecpa.verify_jobs._inputs import Item, evidence_items
+from ecpa.verify_jobs._results import Echo, ok_fields, render_result
 
 __all__ = ["verify_in_process"]
 

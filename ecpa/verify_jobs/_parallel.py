@@ -30,9 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from ecpa.cli._inputs import Item, file_item, no_records, torn_message
-from ecpa.cli._results import Echo, render_result
-from ecpa.cli._units import (
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.trust import TrustStore, TrustStoreDocument
+from ecpa.profile.verify import Binding, Policy
+from ecpa.runtime.model.evidence import parse_record, read_log, verify_evidence
+from ecpa.runtime.stores.replay import ReplayFence
+from ecpa.verify_jobs._inputs import Item, file_item, no_records, torn_message
+from ecpa.verify_jobs._results import Echo, render_result
+from ecpa.verify_jobs._units import (
     Batch,
     Bundle,
     Fenced,
@@ -45,11 +50,6 @@ from ecpa.cli._units import (
     slots,
     stopped,
 )
-from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.trust import TrustStore, TrustStoreDocument
-from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime.model.evidence import parse_record, read_log, verify_evidence
-from ecpa.runtime.stores.replay import ReplayFence
 
 __all__ = ["CHUNK_BYTES", "CHUNK_LINES", "VerifyConfig", "verify_with_jobs"]
 
