@@ -273,6 +273,16 @@ def test_modules_stay_small() -> None:
     assert {name: n for name, n in lines.items() if n > 410} == {}
 
 
+def test_the_command_line_stays_thin() -> None:
+    """STYLE "cli/": parse arguments, call the library, print. The demo and the engine of
+    ``ecpa verify --jobs`` live in rooms of their own (ecpa/demo/, ecpa/verify_jobs/)."""
+    modules = sorted((ROOT / "ecpa" / "cli").rglob("*.py"))
+    assert len(modules) >= 5, modules  # guards the test itself
+    total = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in modules)
+    assert total < 1700, total
+    assert [path.name for path in modules if "demo" in path.stem] == []
+
+
 def test_every_room_says_what_it_may_import() -> None:
     rooms = ["profile", "runtime", "observer", "launcher", "corpus", "corpus/generator"]
     rooms += ["verify_jobs", "demo"]
