@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ecpa._files import read_input
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.strict_json import parse_object
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -26,7 +26,7 @@ USAGE_CODES = frozenset(
 
 def fail_usage(detail: str) -> EcpaError:
     """An input that is not evidence at all (missing file, bad option): exit 2."""
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
+    return invalid_input(detail)
 
 
 def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ecpa._files import MAX_INPUT_BYTES, open_regular, read_input
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.fast import frozen_instance
 from ecpa.profile.strict_json import parse_object
 from ecpa.runtime.model.evidence import Evidence, parse_record, read_log
@@ -26,11 +26,6 @@ __all__ = [
     "read_stdin",
     "torn_message",
 ]
-
-
-def _invalid_input(detail: str) -> EcpaError:
-    """An input that is not evidence at all (missing file, too long): exit 2."""
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
 
 
 @dataclass(frozen=True)
@@ -54,7 +49,7 @@ def _jws_item(path: Path, payload_path: Path | None) -> Item:
     if payload_path is None:
         payload_path = path.with_suffix(".json")
         if not payload_path.is_file():
-            raise _invalid_input(
+            raise invalid_input(
                 f"expected the payload of {path} at {payload_path} (or given with --payload), "
                 "found no such file"
             )
@@ -85,7 +80,7 @@ def read_stdin() -> tuple[bytes, bool]:
     """
     data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:
-        raise _invalid_input(f"expected at most {MAX_INPUT_BYTES} bytes on standard input")
+        raise invalid_input(f"expected at most {MAX_INPUT_BYTES} bytes on standard input")
     try:
         parse_object(data, what="standard input")
     except EcpaError:
