@@ -21,13 +21,19 @@ from typing import BinaryIO
 from ecpa.errors import EcpaError, ErrorCode
 
 __all__ = [
+    "MAX_INPUT_BYTES",
     "check_private_dir",
     "describe_mode",
     "open_regular",
     "read_bounded",
+    "read_input",
     "write_file",
     "write_generated",
 ]
+
+#: The most the tools read of one input given whole: a bundle, statement, ``.jws``, key or
+#: corpus file, or standard input.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -166,6 +172,16 @@ def read_bounded(path: Path, limit: int, code: ErrorCode, *, dir_fd: int | None 
     if len(data) > limit:
         raise EcpaError(code, f"expected at most {limit} bytes in {path}, found more")
     return data
+
+
+def read_input(path: Path) -> bytes:
+    """A whole input file given on the command line (:func:`read_bounded`, at most
+    :data:`MAX_INPUT_BYTES`).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming what was expected and found.
+    """
+    return read_bounded(path, MAX_INPUT_BYTES, ErrorCode.INVALID_INPUT)
 
 
 def write_generated(directory: Path, files: dict[str, str]) -> list[Path]:

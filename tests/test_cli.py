@@ -193,9 +193,9 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
 @pytest.mark.parametrize(
     ("target", "argv"),
     [
-        ("ecpa.cli._verify.verify_evidence", ["verify", "ev.jws", "--trust", "trust.json"]),
+        ("ecpa.verify_jobs._serial.verify_evidence", ["verify", "ev.jws", "--trust", "trust.json"]),
         ("ecpa.cli._keys.sign", ["sign", "ev.json", "--key", "k1.pem", "--out", "out"]),
-        ("ecpa.cli._demo.run_any", ["corpus", "check", "trust.json"]),
+        ("ecpa.cli._corpus.run_any", ["corpus", "check", "trust.json"]),
     ],
     ids=["verify", "sign", "corpus-check"],
 )
@@ -412,7 +412,7 @@ def test_verify_upstream_corpus_cases(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_an_ok_line_shows_each_value_as_it_is() -> None:
     """The OK line names the nonce ``nonce=``; a value holding ``challenge_nonce=`` is shown
     escaped and whole, never rewritten (the name is written, not substituted afterwards)."""
-    from ecpa.cli._results import render_result
+    from ecpa.verify_jobs._results import render_result
 
     statement = {
         "issuer": "a challenge_nonce=b",

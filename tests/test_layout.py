@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ecpa", "dla_plugin")
 
 # The order of the rooms: a module may import its own room and rooms before it, never after.
-# ``ecpa.errors`` and ``ecpa._files`` sit at the top and are open to every room.
+# ``ecpa.errors``, ``ecpa._files`` and ``ecpa._text`` sit at the top and are open to every room.
 RANK: dict[str, float] = {
     "ecpa.errors": 0,
     "ecpa._files": 0,
+    "ecpa._text": 0,
     "ecpa.profile": 1,
     # The runtime room by role: documents and names, the pure judgement, the stores shared
     # across hosts, the local edge; its facade (``ecpa.runtime``) above them all.
@@ -32,8 +33,10 @@ RANK: dict[str, float] = {
     "ecpa.runtime": 2.5,
     "ecpa.observer": 3,
     "ecpa.launcher": 3,
+    "ecpa.verify_jobs": 3,  # verify over many inputs, in one process or N
     "ecpa.corpus": 4,
     "ecpa._schemas": 5,
+    "ecpa.demo": 5.5,  # everything below the command line, never the command line
     "ecpa.cli": 6,
     "ecpa.__main__": 7,
 }
@@ -196,7 +199,15 @@ def test_profile_core_loads_alone() -> None:
         m
         for m in loaded
         if m.startswith(
-            ("ecpa.runtime", "ecpa.observer", "ecpa.launcher", "ecpa.corpus", "ecpa.cli")
+            (
+                "ecpa.runtime",
+                "ecpa.observer",
+                "ecpa.launcher",
+                "ecpa.verify_jobs",
+                "ecpa.corpus",
+                "ecpa.demo",
+                "ecpa.cli",
+            )
         )
     ]
     # ``import ecpa.profile`` runs ``ecpa/__init__`` first, which is the public facade and
@@ -262,8 +273,19 @@ def test_modules_stay_small() -> None:
     assert {name: n for name, n in lines.items() if n > 410} == {}
 
 
+def test_the_command_line_stays_thin() -> None:
+    """STYLE "cli/": parse arguments, call the library, print. The demo and the engine of
+    ``ecpa verify --jobs`` live in rooms of their own (ecpa/demo/, ecpa/verify_jobs/)."""
+    modules = sorted((ROOT / "ecpa" / "cli").rglob("*.py"))
+    assert len(modules) >= 5, modules  # guards the test itself
+    total = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in modules)
+    assert total < 1700, total
+    assert [path.name for path in modules if "demo" in path.stem] == []
+
+
 def test_every_room_says_what_it_may_import() -> None:
     rooms = ["profile", "runtime", "observer", "launcher", "corpus", "corpus/generator"]
+    rooms += ["verify_jobs", "demo"]
     rooms += [f"runtime/{sub}" for sub in ("model", "judge", "stores", "host")]
     for package in rooms:
         doc = ast.get_docstring(ast.parse((ROOT / "ecpa" / package / "__init__.py").read_text()))
@@ -282,17 +304,21 @@ def test_the_runtime_room_is_split_by_role() -> None:
     assert {f"ecpa.runtime.{sub}" for sub in subs} <= set(RANK)
 
 
+#: The shared helpers' homes, open to every room despite their ``_``: files, and text shown.
+SHARED = ("ecpa._files", "ecpa._text")
+
+
 def _private(module: str) -> bool:
     """Whether ``module`` is private to its room: a part after ``ecpa`` starts with ``_``
-    (``ecpa._files`` is the shared helpers' public home)."""
-    return module != "ecpa._files" and any(
+    (the :data:`SHARED` helpers' homes are open to every room)."""
+    return module not in SHARED and any(
         part.startswith("_") and not part.startswith("__") for part in module.split(".")[1:]
     )
 
 
 def test_no_room_imports_another_rooms_private_names() -> None:
     """A room's ``_`` modules and names are its own: another room gets a public name or
-    nothing (``ecpa._files`` is open to every room)."""
+    nothing (the :data:`SHARED` helpers' homes are open to every room)."""
     wrong = []
     for name, path in MODULES.items():
         mine = room(name)

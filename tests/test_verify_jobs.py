@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import ecpa
-from ecpa.cli import _parallel, _units
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, evidence_digest, record_line
+from ecpa.verify_jobs import _parallel, _units
 from tests._cli_helpers import (
     Run,
     bundle,
@@ -242,7 +242,7 @@ def test_host_evidence_digest_same_output(trust: Path) -> None:
 def test_internal_error_in_a_worker_is_reported_in_order(
     trust: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ecpa.cli import _verify
+    from ecpa.verify_jobs import _serial
 
     real = _parallel.verify_evidence
 
@@ -252,7 +252,7 @@ def test_internal_error_in_a_worker_is_reported_in_order(
         return real(evidence, *args, **kwargs)
 
     monkeypatch.setattr(_parallel, "verify_evidence", flaky)
-    monkeypatch.setattr(_verify, "verify_evidence", flaky)
+    monkeypatch.setattr(_serial, "verify_evidence", flaky)
     _write_log(Path("run.jsonl"))
     run = _same_for_every_jobs("run.jsonl", "--trust", trust)
     assert run.status == 3

@@ -7,6 +7,8 @@ One place, :func:`main`, maps failures to exit status: 0 success, 1 evidence ref
 
 from __future__ import annotations
 
+import contextlib
+import io
 import signal
 import sys
 from typing import Annotated
@@ -14,14 +16,15 @@ from typing import Annotated
 import typer
 
 from ecpa import PROFILE_ID, __version__
-from ecpa.cli import _entry, _run
-from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES, safe
-from ecpa.cli._demo import corpus_app, demo_command
+from ecpa._text import safe
+from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES
+from ecpa.cli._corpus import corpus_app
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
-from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, run_command
+from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, Invocation, run_command
 from ecpa.cli._ship import SHIP_EXAMPLES, ship_command
 from ecpa.cli._status import STATUS_EXAMPLES, status_command
 from ecpa.cli._verify import VERIFY_EXAMPLES, inspect_command, verify_command
+from ecpa.demo import run_demo
 from ecpa.errors import EcpaError
 
 __all__ = ["app", "main", "script"]
@@ -53,22 +56,51 @@ def _root(
     """ecpa: signed evidence that a plugin really runs."""
 
 
+def _demo_command() -> None:
+    """Run the main job end to end in a temporary directory: make a key and a trust store,
+    sign a statement, verify it, tamper with it, replay it; each refusal shows its code.
+
+    Exits 1 if anything behaves other than the profile says.
+
+    \b
+    Example:
+      ecpa demo
+    """
+    passed, steps = run_demo(_in_process, typer.echo)
+    typer.echo(f"\n{passed} of {steps} steps behaved as the profile says")
+    raise typer.Exit(EXIT_OK if passed == steps else EXIT_INVALID)
+
+
+def _in_process(argv: list[str]) -> tuple[int, str]:
+    """``ecpa ARGV...`` run by :func:`main` in this process, for the demo: the exit status
+    and what it printed (standard output, then standard error)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return status, out.getvalue() + err.getvalue()
+
+
 app.command("verify", epilog=VERIFY_EXAMPLES)(verify_command)
 app.command("inspect", epilog="Example: ecpa inspect evidence.jws")(inspect_command)
 app.command("sign")(sign_command)
 app.command("keygen")(keygen_command)
 app.add_typer(trust_app, name="trust")
 app.add_typer(corpus_app, name="corpus")
-app.command("demo")(demo_command)
+app.command("demo")(_demo_command)
 app.command("status", epilog=STATUS_EXAMPLES)(status_command)
 app.command("run", epilog=RUN_EXAMPLES, context_settings=RUN_CONTEXT)(run_command)
 app.command("ship", epilog=SHIP_EXAMPLES)(ship_command)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ecpa`` script; returns the exit status."""
+def main(argv: list[str] | None = None, *, standalone: bool = False) -> int:
+    """Run ``ecpa ARGV...`` (default: the process's arguments) and return the exit status.
+
+    ``standalone`` is for :func:`script` only: this process ends when the command returns,
+    so ``ecpa run`` leaves the termination signals ignored after supervision (see
+    ``Invocation``); in-process callers (tests, the demo) keep the default.
+    """
     try:
-        app(args=argv, prog_name="ecpa")
+        app(args=argv, prog_name="ecpa", obj=Invocation(standalone=standalone))
     except SystemExit as exc:  # click's standalone mode; usage errors are exit 2
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
@@ -84,16 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-_entry.register(main)
-
-
 def script() -> None:
     """The installed ``ecpa`` script: like a Unix filter, a closed pipe ends it quietly
     (``ecpa verify log.jsonl | head`` must not report "invalid" because head stopped)."""
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    _run.standalone[0] = True
-    sys.exit(main())
+    sys.exit(main(standalone=True))
 
 
 if __name__ == "__main__":

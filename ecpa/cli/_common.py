@@ -1,22 +1,14 @@
-"""What the commands share: exit codes, reading inputs, printing safely, writing files."""
+"""What the commands share: exit codes, usage errors, configuration files, JSON shown."""
 
 from __future__ import annotations
 
-import io
 import json
-import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-import typer
-
-from ecpa._files import open_regular, read_bounded, write_file
-from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fast import frozen_instance
+from ecpa._files import read_input
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.strict_json import parse_object
-from ecpa.runtime.model.evidence import Evidence, parse_record, read_log
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -30,17 +22,11 @@ USAGE_CODES = frozenset(
         ErrorCode.EVIDENCE_STORE,
     }
 )
-MAX_INPUT_BYTES = 64 * 1024 * 1024  # a bundle, statement, .jws or corpus file
 
 
 def fail_usage(detail: str) -> EcpaError:
     """An input that is not evidence at all (missing file, bad option): exit 2."""
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
-def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """A whole (bounded) file, or ``ECPA_INVALID_INPUT`` naming what went wrong."""
-    return read_bounded(path, limit, ErrorCode.INVALID_INPUT)
+    return invalid_input(detail)
 
 
 def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[str, Any]:
@@ -49,176 +35,13 @@ def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[s
     With ``evidence`` (a statement to sign) parse errors keep their own codes (exit 1);
     otherwise the file is configuration and a parse error is ``ECPA_INVALID_INPUT`` (exit 2).
     """
-    data = read_bytes(path)
+    data = read_input(path)
     try:
         return parse_object(data, what=f"{what} {path}")
     except EcpaError as exc:
         if evidence:
             raise
         raise fail_usage(f"{exc.code.value}: {exc.detail}") from None
-
-
-def show(value: Any) -> str:
-    """A value for a ``key=value`` line: bare when harmless, else JSON-escaped (so control
-    characters, spaces and bidi overrides from evidence can never forge output)."""
-    text = str(value)
-    if (
-        text
-        and text.isascii()
-        and text.isprintable()
-        and " " not in text
-        and "=" not in text
-        and '"' not in text
-        and "\\" not in text
-    ):
-        return text
-    return json.dumps(text)
-
-
-def safe(text: str) -> str:
-    """Free text from evidence, with every non-printable character escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-@dataclass(frozen=True)
-class Item:
-    """One piece of evidence named for output: ``path`` or ``path:line``."""
-
-    input: str
-    line: int | None
-    evidence: Evidence | None
-    error: EcpaError | None
-
-    @property
-    def name(self) -> str:
-        return self.input if self.line is None else f"{self.input}:{self.line}"
-
-
-def _jws_item(path: Path, payload_path: Path | None) -> Item:
-    text = read_bytes(path)
-    if text.endswith(b"\n"):  # one trailing newline is allowed, nothing more
-        text = text[:-1]
-    if payload_path is None:
-        payload_path = path.with_suffix(".json")
-        if not payload_path.is_file():
-            raise fail_usage(
-                f"expected the payload of {path} at {payload_path} (or given with --payload), "
-                "found no such file"
-            )
-    payload = read_bytes(payload_path)
-    evidence = Evidence(payload=payload, detached_jws=text.decode("latin-1"))
-    return Item(str(path), None, evidence, None)
-
-
-def torn_message(name: str, number: int, error: EcpaError | None) -> str:
-    """The standard-error line for a torn last line of a log (one process or several)."""
-    return (
-        f"ecpa: {name}:{number}: skipped a torn last line (a write cut short by a crash): "
-        f"{error.detail if error else ''}"
-    )
-
-
-def no_records() -> EcpaError:
-    """The item of a log with no evidence record at all."""
-    return EcpaError(ErrorCode.INVALID_RECORD, "expected at least one evidence record, found none")
-
-
-def read_stdin() -> tuple[bytes, bool]:
-    """Standard input as evidence: at most ``MAX_INPUT_BYTES``; True when it is one JSON
-    object (a bundle, pretty-printed or not), False for a log.
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` when it is too long (exit 2).
-    """
-    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-    if len(data) > MAX_INPUT_BYTES:
-        raise fail_usage(f"expected at most {MAX_INPUT_BYTES} bytes on standard input")
-    try:
-        parse_object(data, what="standard input")
-    except EcpaError:
-        return data, False
-    return data, True
-
-
-def open_log(spec: str) -> BinaryIO:
-    """An evidence log opened for reading.
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` when it cannot be opened (exit 2).
-    """
-    return open_regular(spec, ErrorCode.INVALID_INPUT)
-
-
-def _log_items(
-    name: str, stream: BinaryIO, before_stderr: Callable[[], None] | None
-) -> Iterator[Item]:
-    count = 0
-    for line in read_log(stream):
-        if line.torn:
-            if before_stderr is not None:
-                before_stderr()
-            typer.echo(torn_message(name, line.number, line.error), err=True)
-            continue
-        count += 1
-        yield frozen_instance(
-            Item,
-            {"input": name, "line": line.number, "evidence": line.evidence, "error": line.error},
-        )
-    if count == 0:
-        yield Item(name, None, None, no_records())
-
-
-def _bundle_item(name: str, data: bytes) -> Item:
-    try:
-        return Item(name, None, parse_record(data), None)
-    except EcpaError as exc:
-        return Item(name, None, None, exc)
-
-
-def evidence_items(
-    spec: str, payload_path: Path | None, *, before_stderr: Callable[[], None] | None = None
-) -> Iterator[Item]:
-    """The items of one EVIDENCE argument: a ``.jws`` file, a ``.jsonl`` log, ``-`` (a
-    bundle or a log on standard input) or a JSON bundle file. ``before_stderr`` is called
-    before a line goes to standard error (a caller buffering its output flushes it).
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for an unreadable input (exit 2).
-    """
-    if spec == "-":
-        data, one_object = read_stdin()
-        if one_object:
-            yield _bundle_item("-", data.strip())
-        else:
-            yield from _log_items("-", io.BytesIO(data), before_stderr)
-        return
-    path = Path(spec)
-    if path.suffix == ".jws":
-        yield _jws_item(path, payload_path)
-    elif path.suffix == ".jsonl":
-        with open_log(spec) as stream:
-            yield from _log_items(spec, stream, before_stderr)
-    else:
-        yield _bundle_item(spec, read_bytes(path))
-
-
-def write_new(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
-    """Write ``data`` to ``path`` whole or not at all (a temporary file renamed into place).
-
-    Never follows a symlink at ``path``; refuses an existing file unless ``force``.
-    """
-    if path.is_symlink():
-        raise fail_usage(f"expected a regular file path at {path}, found a symlink")
-    if path.exists() and not force:
-        raise fail_usage(f"expected {path} not to exist (use --force to replace it), found it")
-    try:
-        write_file(path, data, mode=mode, replace=force)
-    except FileExistsError:
-        raise fail_usage(
-            f"expected {path} not to exist (use --force to replace it), found it"
-        ) from None
-    except OSError as exc:
-        raise fail_usage(f"expected to write {path}, found: {exc.strerror}") from None
 
 
 def display_json(data: bytes) -> Any:
@@ -233,8 +56,3 @@ def display_json(data: bytes) -> Any:
         )
     except (ValueError, RecursionError):
         return {"error": "not JSON", "text": data.decode("utf-8", "replace")}
-
-
-def json_line(obj: dict[str, Any]) -> str:
-    """One compact JSON object for JSON Lines output (ASCII, so it is terminal-safe)."""
-    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)

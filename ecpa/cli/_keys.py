@@ -11,17 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa.cli._common import (
-    EXIT_OK,
-    EXIT_USAGE,
-    fail_usage,
-    json_line,
-    read_bytes,
-    read_json_object,
-    safe,
-    show,
-    write_new,
-)
+from ecpa._files import read_input, write_file
+from ecpa._text import json_line, safe, show
+from ecpa.cli._common import EXIT_OK, EXIT_USAGE, fail_usage, read_json_object
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.keys import SigningKey, VerifyKey
 from ecpa.profile.sign import sign
@@ -31,6 +23,23 @@ from ecpa.runtime.host.trust_file import update_trust_file
 YEAR = 365 * 24 * 3600
 MAX_TIME = 2**53 - 1
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _write_new(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
+    """``data`` as the file ``path``, whole or not at all (:func:`ecpa._files.write_file`);
+    never through a symlink at ``path``, never over an existing file unless ``force``."""
+    if path.is_symlink():
+        raise fail_usage(f"expected a regular file path at {path}, found a symlink")
+    if path.exists() and not force:
+        raise fail_usage(f"expected {path} not to exist (use --force to replace it), found it")
+    try:
+        write_file(path, data, mode=mode, replace=force)
+    except FileExistsError:
+        raise fail_usage(
+            f"expected {path} not to exist (use --force to replace it), found it"
+        ) from None
+    except OSError as exc:
+        raise fail_usage(f"expected to write {path}, found: {exc.strerror}") from None
 
 
 def sign_command(
@@ -60,8 +69,8 @@ def sign_command(
     for path in (payload_path, jws_path):  # refuse before writing either file
         if not force and (path.exists() or path.is_symlink()):
             raise fail_usage(f"expected {path} not to exist (use --force to replace it), found it")
-    write_new(payload_path, signed.payload, force=force)
-    write_new(jws_path, signed.detached_jws.encode("ascii") + b"\n", force=force)
+    _write_new(payload_path, signed.payload, force=force)
+    _write_new(jws_path, signed.detached_jws.encode("ascii") + b"\n", force=force)
     typer.echo(f"signed {show(statement)}: wrote {show(jws_path)} and {show(payload_path)}")
 
 
@@ -151,8 +160,8 @@ def keygen_command(
     for path in (private_path, public_path):
         if path.exists() or path.is_symlink():
             raise fail_usage(f"expected {path} not to exist (keys are never overwritten), found it")
-    write_new(private_path, key.to_pem(), mode=0o600)
-    write_new(public_path, key.public_key.to_pem())
+    _write_new(private_path, key.to_pem(), mode=0o600)
+    _write_new(public_path, key.public_key.to_pem())
     if trust is not None:  # checked above; added under the store's lock, as it is now
         _add_entry(trust, entry)
         typer.echo(f"added {show(kid)} to {show(trust)}", err=True)
@@ -195,7 +204,7 @@ def trust_list(
 
 
 def _public_key(path: Path) -> VerifyKey:
-    data = read_bytes(path)
+    data = read_input(path)
     if b"PRIVATE KEY" in data:
         return SigningKey.from_pem(data).public_key
     if data.lstrip().startswith(b"{"):

@@ -9,24 +9,36 @@ import shlex
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from ecpa.cli._common import fail_usage, safe
+from ecpa._text import safe
+from ecpa.cli._common import fail_usage
 from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
 from ecpa.runtime.model.launch import Slot
 from ecpa.runtime.model.plan import plan_from_dict
 
-__all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "run_command", "standalone"]
+__all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "Invocation", "run_command"]
 
-#: Set by the installed ``ecpa`` script (a process that exits when the command returns):
-#: after supervision, SIGINT/SIGTERM/SIGHUP/SIGQUIT stay ignored, so a late signal cannot
-#: replace the command's exit status. In-process callers (tests, the demo) get their
-#: handlers back instead: an ignored disposition would be inherited by their children.
-standalone = [False]
+
+@dataclass(frozen=True)
+class Invocation:
+    """How the command line was started: :func:`ecpa.cli.main` hands it to every command as
+    click's context object (``ctx.obj``).
+
+    ``standalone`` is true for the installed ``ecpa`` script, a process that exits when the
+    command returns: after supervision, SIGINT/SIGTERM/SIGHUP/SIGQUIT stay ignored, so a late
+    signal cannot replace the command's exit status. In-process callers (tests, the demo)
+    get their handlers back instead: an ignored disposition would be inherited by their
+    children.
+    """
+
+    standalone: bool = False
+
 
 #: Everything after the first COMMAND word belongs to the command (`-c` of `python -c`
 #: included), never to `ecpa run`; `--` before the command is allowed and clearer.
@@ -62,6 +74,7 @@ Exit status: the command's (128 + N when signal N killed it, 127 not found,
 
 
 def run_command(
+    ctx: typer.Context,
     command: Annotated[
         list[str] | None,
         typer.Argument(
@@ -101,6 +114,7 @@ def run_command(
     process of the launch enrolls its own key, and the whole process tree supervised.
     Exits with the command's status.
     """
+    standalone = isinstance(ctx.obj, Invocation) and ctx.obj.standalone
     if not command:
         raise fail_usage("expected a COMMAND to run (ecpa run [OPTIONS] -- COMMAND...), found none")
     if not math.isfinite(grace):
@@ -111,7 +125,7 @@ def run_command(
         doc = {**chosen.to_dict(), "slots": [s.to_dict() for s in parsed]}
         chosen = plan_from_dict(doc, "--slots", default_issuer=chosen.issuer)
     # A process of its own: children from before exec are not the launch's.
-    held = standalone[0] and fresh_supervisor(say=_say)
+    held = standalone and fresh_supervisor(say=_say)
     launch = prepare_launch(chosen, evidence_dir, now=int(time.time()), environ=os.environ)
     typer.echo(f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True)
 
@@ -120,7 +134,7 @@ def run_command(
     # Supervising, a closed pipe on stderr must be an error to ignore, not a signal that
     # kills ecpa run half way (the command still gets SIGPIPE by default: the exec wrapper
     # restores it).
-    if standalone[0] and hasattr(signal, "SIGPIPE"):
+    if standalone and hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
     result, _problems = supervise_launch(
@@ -128,7 +142,7 @@ def run_command(
         command,
         grace=grace,
         say=say,
-        then_ignore=standalone[0],
+        then_ignore=standalone,
         repeat_window_s=REPEAT_WINDOW_S if held else 0.0,
     )
     name = shlex.quote(command[0])
@@ -138,7 +152,7 @@ def run_command(
         say(f"{name} killed by {_signal_name(result.signal)}")
     where = shlex.quote(str(launch.directory))
     say(f"{name} exited with status {result.status}; ecpa status --launch {where}")
-    if standalone[0]:
+    if standalone:
         with contextlib.suppress(OSError):  # nothing more to say on a closed stderr
             sys.stderr.flush()
         os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # so no late flush can fail either

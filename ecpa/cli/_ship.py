@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa.cli._common import EXIT_OK, fail_usage, safe
+from ecpa._text import safe
+from ecpa.cli._common import EXIT_OK, fail_usage
 from ecpa.runtime.host.ship import ShipReport, ship_launch
 from ecpa.runtime.stores.postgres import is_postgres_dsn
 from ecpa.runtime.stores.store import EvidenceStore

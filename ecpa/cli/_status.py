@@ -13,7 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, json_line, read_json_object, safe
+from ecpa._text import json_line, safe
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, read_json_object
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime.host.status import status_from_files, status_from_launch_dir
 from ecpa.runtime.judge import history

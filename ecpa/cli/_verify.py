@@ -13,27 +13,22 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from ecpa._text import json_line, show
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
-    Item,
     display_json,
-    evidence_items,
     fail_usage,
-    json_line,
     read_json_object,
-    show,
 )
-from ecpa.cli._parallel import VerifyConfig, verify_with_jobs
-from ecpa.cli._results import ok_fields, render_result
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError
 from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.statement import describe_validation
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime.model.evidence import verify_evidence
 from ecpa.runtime.stores.replay import ReplayFence, open_replay_fence
+from ecpa.verify_jobs import VerifyConfig, evidence_items, verify_in_process, verify_with_jobs
 
 #: More workers than this is a mistake, not a speed-up (each is a process).
 MAX_JOBS = 256
@@ -92,59 +87,6 @@ def load_trust(trust: Path | None) -> TrustStore:
     if trust is None:
         raise fail_usage("expected a trust store (--trust FILE or $ECPA_TRUST_STORE), found none")
     return TrustStore.load(trust)
-
-
-def _verify_here(
-    specs: list[str],
-    payload: Path | None,
-    store: TrustStore,
-    when: int,
-    policy: Policy,
-    expected: Binding | None,
-    fence: ReplayFence | None,
-    as_json: bool,
-) -> bool:
-    """Verify every item in this process, printing its result line; whether any failed.
-
-    Lines go to ``sys.stdout``, the stream ``typer.echo`` writes to (nothing to strip:
-    results never hold a control character), but not flushed one by one as it does: they
-    are flushed line by line only when a replay fence records nonces (a printed OK is a
-    consumed nonce), else by the stream's buffering, and always before anything reaches
-    standard error.
-    """
-    out = sys.stdout
-    invalid = False
-    try:
-        for spec in specs:
-            for item in evidence_items(spec, payload, before_stderr=out.flush):
-                statement = None
-                if item.evidence is not None:
-                    try:
-                        verified = verify_evidence(
-                            item.evidence,
-                            store,
-                            now=when,
-                            policy=policy,
-                            binding=expected,
-                            replay=fence,
-                        )
-                    except EcpaError as exc:
-                        if exc.code is ErrorCode.REPLAY_STORE:
-                            raise  # the fence itself failed: the command stops, exit 2
-                        item = Item(item.input, item.line, item.evidence, exc)
-                    else:
-                        st = verified.statement
-                        # A text line shows four members; only JSON output needs them all.
-                        statement = st.to_dict() if as_json else ok_fields(st)
-                invalid |= item.error is not None
-                text = render_result(item.input, item.line, item.error, statement, as_json)
-                if text is not None:
-                    out.write(text + "\n")
-                    if fence is not None:
-                        out.flush()
-    finally:
-        out.flush()
-    return invalid
 
 
 def verify_command(
@@ -206,9 +148,22 @@ def verify_command(
             config = VerifyConfig(
                 store.document, when, policy, expected, as_json, fence is not None
             )
-            invalid = verify_with_jobs(specs, payload, jobs=workers, config=config, fence=fence)
+            invalid = verify_with_jobs(
+                specs, payload, jobs=workers, config=config, fence=fence, echo=typer.echo
+            )
         else:  # today's loop, in this process
-            invalid = _verify_here(specs, payload, store, when, policy, expected, fence, as_json)
+            invalid = verify_in_process(
+                specs,
+                payload,
+                store=store,
+                now=when,
+                policy=policy,
+                binding=expected,
+                fence=fence,
+                as_json=as_json,
+                stdout=sys.stdout,
+                echo=typer.echo,
+            )
     raise typer.Exit(EXIT_INVALID if invalid else EXIT_OK)
 
 
@@ -218,6 +173,10 @@ def _decode_json(segment: str, what: str) -> Any:
     except EcpaError as exc:
         return {"error": f"{exc.code.value}: {exc.detail}"}
     return display_json(raw)
+
+
+def _warn(line: str) -> None:
+    typer.echo(line, err=True)
 
 
 def inspect_command(
@@ -233,7 +192,7 @@ def inspect_command(
     `ecpa verify` before acting on any of it. Exit status 0 unless an input is unreadable.
     """
     for spec in evidence:
-        for item in evidence_items(spec, payload):
+        for item in evidence_items(spec, payload, warn=_warn):
             shown: dict[str, Any] = {"input": item.input, "line": item.line, "verified": False}
             if item.evidence is None:
                 err = item.error

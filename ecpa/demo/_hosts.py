@@ -9,14 +9,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
-import typer
+from ecpa.demo._tour import Tour
 
 __all__ = ["hosts_steps"]
 
-Run = Callable[[list[str], int, str, str], None]
 _SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
@@ -32,16 +30,16 @@ def _why_not() -> str | None:
     return None
 
 
-def hosts_steps(launch_dir: Path, run: Run, checks: list[bool]) -> None:
+def hosts_steps(launch_dir: Path, tour: Tour) -> None:
     """Ship the launch once, then ``ecpa status --db``: true, 2/2 slots, from the store."""
-    typer.echo("\n# several hosts: the evidence shipped into PostgreSQL, judged from there")
+    tour.say("\n# several hosts: the evidence shipped into PostgreSQL, judged from there")
     why = _why_not()
     if why is not None:
-        typer.echo(f"(skipped: {why})")
+        tour.say(f"(skipped: {why})")
         return
     cluster = Path(tempfile.mkdtemp(prefix="ecpa-demo-pg-", dir="/tmp"))
     try:
-        typer.echo(f"$ scripts/pg-up {cluster}")
+        tour.say(f"$ scripts/pg-up {cluster}")
         up = subprocess.run(  # noqa: S603 - our own script, by absolute path
             [sys.executable, _SCRIPTS / "pg-up", "--no-fsync", cluster],
             capture_output=True,
@@ -49,16 +47,16 @@ def hosts_steps(launch_dir: Path, run: Run, checks: list[bool]) -> None:
             check=False,
         )
         if up.returncode != 0:  # PostgreSQL is installed: a server that cannot start fails
-            typer.echo(up.stderr.rstrip("\n"))
-            typer.echo("!! expected scripts/pg-up to start a server")
-            checks.append(False)
+            tour.say(up.stderr.rstrip("\n"))
+            tour.say("!! expected scripts/pg-up to start a server")
+            tour.checks.append(False)
             return
         dsn = up.stdout.strip()
-        typer.echo(dsn)
+        tour.say(dsn)
         ship = ["ship", "--launch", str(launch_dir), "--db", dsn, "--once"]
-        run(ship, 0, "line(s) stored", "copy every evidence line into the store, once")
+        tour.step(ship, 0, "line(s) stored", "copy every evidence line into the store, once")
         status = ["status", "--db", dsn, "--launch-id", launch_dir.name]
-        run(status, 0, "coverage: 2/2 slots", "runtime_effective from the store, on any host")
+        tour.step(status, 0, "coverage: 2/2 slots", "runtime_effective from the store, on any host")
     finally:
         subprocess.run(  # noqa: S603 - our own script, by absolute path
             [sys.executable, _SCRIPTS / "pg-down", cluster], capture_output=True, check=False

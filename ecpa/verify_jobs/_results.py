@@ -3,11 +3,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from ecpa.cli._common import json_line, safe, show
+from ecpa._text import json_line, safe, show
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
+
+__all__ = ["Echo", "ok_fields", "render_result"]
+
+
+class Echo(Protocol):
+    """Prints one line, to standard error with ``err`` (the command line's ``typer.echo``)."""
+
+    def __call__(self, message: str, *, err: bool = False) -> object: ...
 
 
 def ok_fields(statement: Statement) -> dict[str, Any]:

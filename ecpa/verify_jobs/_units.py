@@ -16,10 +16,10 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple, cast
 
-from ecpa.cli._common import open_log, read_stdin
-from ecpa.cli._results import render_result
 from ecpa.errors import EcpaError
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, read_log
+from ecpa.verify_jobs._inputs import open_log, read_stdin
+from ecpa.verify_jobs._results import render_result
 
 __all__ = [
     "Batch",

@@ -9,7 +9,7 @@ import shlex
 import subprocess
 import sys
 
-import typer
+from ecpa.demo._tour import Tour
 
 __all__ = ["sim_step"]
 
@@ -17,10 +17,10 @@ __all__ = ["sim_step"]
 ARGS = ["--requests", "1000", "--seeds", "1", "--predictions", "exact"]
 
 
-def sim_step(checks: list[bool]) -> None:
+def sim_step(tour: Tour) -> None:
     """Run the simulator once; one check: it ran on profiled time and printed every policy."""
-    typer.echo("\n# does DLA pay off? the value simulator, steps timed as on an A100 80 GB")
-    typer.echo("$ python -m dla_plugin.sim " + " ".join(shlex.quote(a) for a in ARGS))
+    tour.say("\n# does DLA pay off? the value simulator, steps timed as on an A100 80 GB")
+    tour.say("$ python -m dla_plugin.sim " + " ".join(shlex.quote(a) for a in ARGS))
     done = subprocess.run(  # noqa: S603 - our own interpreter and module, no shell
         [sys.executable, "-m", "dla_plugin.sim", *ARGS, "--quiet", "--jobs", "1"],
         capture_output=True,
@@ -29,13 +29,13 @@ def sim_step(checks: list[bool]) -> None:
         check=False,
     )
     table = done.stdout.split("\n\n")[0]
-    typer.echo((table or done.stderr).rstrip("\n"))
+    tour.say((table or done.stderr).rstrip("\n"))
     policies = [line.split()[1] for line in table.splitlines()[3:6] if len(line.split()) > 1]
     ok = (
         done.returncode == 0
         and "step time profiled (a100-llama2-7b)" in table
         and policies == ["lifo", "dla", "dla+reserve"]
     )
-    checks.append(ok)
+    tour.checks.append(ok)
     if not ok:
-        typer.echo(f"!! expected the simulator's table; got exit {done.returncode}")
+        tour.say(f"!! expected the simulator's table; got exit {done.returncode}")

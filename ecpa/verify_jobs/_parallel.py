@@ -30,11 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-import typer
-
-from ecpa.cli._common import Item, evidence_items, no_records, torn_message
-from ecpa.cli._results import render_result
-from ecpa.cli._units import (
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.trust import TrustStore, TrustStoreDocument
+from ecpa.profile.verify import Binding, Policy
+from ecpa.runtime.model.evidence import parse_record, read_log, verify_evidence
+from ecpa.runtime.stores.replay import ReplayFence
+from ecpa.verify_jobs._inputs import Item, file_item, no_records, torn_message
+from ecpa.verify_jobs._results import Echo, render_result
+from ecpa.verify_jobs._units import (
     Batch,
     Bundle,
     Fenced,
@@ -47,11 +50,6 @@ from ecpa.cli._units import (
     slots,
     stopped,
 )
-from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.trust import TrustStore, TrustStoreDocument
-from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime.model.evidence import parse_record, read_log, verify_evidence
-from ecpa.runtime.stores.replay import ReplayFence
 
 __all__ = ["CHUNK_BYTES", "CHUNK_LINES", "VerifyConfig", "verify_with_jobs"]
 
@@ -96,8 +94,7 @@ class _Verifier:
                     item = Item(unit.name, None, None, exc)
                 return self._item(item, batch)
             for spec in unit.specs:
-                for item in evidence_items(spec, unit.payload):
-                    batch = self._item(item, batch)
+                batch = self._item(file_item(spec, unit.payload), batch)
         except Exception as exc:  # stop there, as one process does; reported in order
             return stopped(exc, batch)
         return batch
@@ -180,9 +177,10 @@ def _raise_crash(name: str, text: str) -> None:
 class _Printer:
     """Prints results in order, applying the replay fence; remembers whether any failed."""
 
-    def __init__(self, fence: ReplayFence | None, as_json: bool) -> None:
+    def __init__(self, fence: ReplayFence | None, as_json: bool, echo: Echo) -> None:
         self.fence = fence
         self.as_json = as_json
+        self.echo = echo
         self.invalid = False
         self.log_count = 0
 
@@ -192,7 +190,8 @@ class _Printer:
         elif isinstance(slot, LogEnd):
             if self.log_count == 0:
                 self.invalid = True
-                typer.echo(render_result(slot.name, None, no_records(), None, self.as_json))
+                text = render_result(slot.name, None, no_records(), None, self.as_json)
+                self.echo(text or "")  # a failed item always has a line
         else:
             self.batch(slot)
 
@@ -211,9 +210,9 @@ class _Printer:
         self.invalid |= batch.failed
         self.log_count += batch.items
         if texts:
-            typer.echo("\n".join(texts))
+            self.echo("\n".join(texts))
         if batch.torn is not None:
-            typer.echo(batch.torn, err=True)
+            self.echo(batch.torn, err=True)
         if batch.stop is not None:
             raise batch.stop
         if batch.crash is not None:
@@ -227,15 +226,16 @@ def verify_with_jobs(
     jobs: int,
     config: VerifyConfig,
     fence: ReplayFence | None,
+    echo: Echo,
 ) -> bool:
     """Verify every EVIDENCE argument with ``jobs`` worker processes and print the results
-    exactly as one process does; return whether any item failed.
+    with ``echo`` exactly as one process does; return whether any item failed.
 
     Raises:
         EcpaError: as one process does, after printing every result before it: an input
             that is not evidence (exit 2).
     """
-    printer = _Printer(fence, config.as_json)
+    printer = _Printer(fence, config.as_json, echo)
     limit = 2 * jobs + 2  # units in flight: every worker busy, one more waiting each
     chunk = min(CHUNK_BYTES, max(64 << 10, WINDOW_BYTES // limit))
     units = slots(specs, payload, Sizes(CHUNK_LINES, chunk, FILES_PER_UNIT, config.as_json))

@@ -9,8 +9,6 @@ The driver runs as a child process: ecpa never imports dla_plugin.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 import shlex
@@ -18,32 +16,26 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-import typer
-
-from ecpa.cli import _entry
-from ecpa.cli._demo_hosts import hosts_steps
+from ecpa.demo._hosts import hosts_steps
+from ecpa.demo._tour import Tour
 from ecpa.launcher.run import BINDING_NAMES
 
-__all__ = ["launch_loop"]
-
-Run = Callable[[list[str], int, str, str], None]
+__all__ = ["launch_loop", "slots_loop"]
 
 
-def _quiet_status(launch_dir: Path) -> int:
+def _quiet_status(tour: Tour, launch_dir: Path) -> int:
+    status, _printed = tour.ecpa(["status", "--launch", str(launch_dir)])
+    return status
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        return _entry.run(["status", "--launch", str(launch_dir)])
 
-
-def launch_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0) -> None:
+def launch_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
     """Launch, watch status turn true, stop, watch it turn false; one check per step."""
     command = [sys.executable, "-m", "dla_plugin.drive", "--seconds", "120", "--step-ms", "1"]
     args = ["run", "--evidence-dir", str(d / "runs"), "--grace", "5", "--", *command]
-    typer.echo("\n# launch the DLA driver (a scheduler with the plugin inside) under ecpa run")
-    typer.echo("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
+    tour.say("\n# launch the DLA driver (a scheduler with the plugin inside) under ecpa run")
+    tour.say("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
     env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
     proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
         [sys.executable, "-m", "ecpa", *args],
@@ -56,25 +48,25 @@ def launch_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0)
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline().rstrip("\n")
-        typer.echo(first)
+        tour.say(first)
         match = re.fullmatch(r"ecpa run: launch \S+ in (.+)", first)
-        checks.append(match is not None)
+        tour.checks.append(match is not None)
         if match is None:
-            typer.echo("!! expected 'ecpa run: launch ID in DIR'")
+            tour.say("!! expected 'ecpa run: launch ID in DIR'")
             return
         launch_dir = Path(match.group(1))
         launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
         deadline = time.monotonic() + timeout
-        while _quiet_status(launch_dir) != 0 and time.monotonic() < deadline:
+        while _quiet_status(tour, launch_dir) != 0 and time.monotonic() < deadline:
             time.sleep(0.3)
         status = ["status", "--launch", str(launch_dir)]
-        run(status, 0, "runtime_effective: true", "is the plugin really working, right now?")
+        tour.step(status, 0, "runtime_effective: true", "is the plugin really working, right now?")
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=timeout)
-        typer.echo("\n# stop the launch (SIGTERM, forwarded to the driver)")
-        typer.echo(proc.stderr.read().rstrip("\n"))
-        checks.append(code == 0)
-        run(status, 1, "the command exited with status 0", "after the launch has ended")
+        tour.say("\n# stop the launch (SIGTERM, forwarded to the driver)")
+        tour.say(proc.stderr.read().rstrip("\n"))
+        tour.checks.append(code == 0)
+        tour.step(status, 1, "the command exited with status 0", "after the launch has ended")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -88,15 +80,15 @@ def _rank_pid(launch_dir: Path, ordinal: int) -> int | None:
     return int(logs[-1].name.split("-")[1]) if logs else None
 
 
-def slots_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0) -> None:
+def slots_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
     """Two scheduler processes (ranks) in one launch: true with 2/2 slots covered; one rank
     killed: false, naming its slot; one check per step."""
     command = [sys.executable, "-m", "dla_plugin.drive", "--processes", "2", "--seconds", "120"]
     command += ["--step-ms", "1"]
     args = ["run", "--evidence-dir", str(d / "runs2"), "--slots", "scheduler.0,scheduler.1"]
     args += ["--grace", "5", "--", *command]
-    typer.echo("\n# a launch with two scheduler processes (data parallelism 2): one slot each")
-    typer.echo("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
+    tour.say("\n# a launch with two scheduler processes (data parallelism 2): one slot each")
+    tour.say("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
     env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
     proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
         [sys.executable, "-m", "ecpa", *args],
@@ -109,27 +101,27 @@ def slots_loop(d: Path, run: Run, checks: list[bool], *, timeout: float = 30.0) 
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline().rstrip("\n")
-        typer.echo(first)
+        tour.say(first)
         match = re.fullmatch(r"ecpa run: launch \S+ in (.+)", first)
-        checks.append(match is not None)
+        tour.checks.append(match is not None)
         if match is None:
             return
         launch_dir = Path(match.group(1))
         launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
         deadline = time.monotonic() + timeout
-        while _quiet_status(launch_dir) != 0 and time.monotonic() < deadline:
+        while _quiet_status(tour, launch_dir) != 0 and time.monotonic() < deadline:
             time.sleep(0.3)
         status = ["status", "--launch", str(launch_dir)]
-        run(status, 0, "coverage: 2/2 slots", "both slots covered, each by its own process")
-        hosts_steps(launch_dir, run, checks)
+        tour.step(status, 0, "coverage: 2/2 slots", "both slots covered, each by its own process")
+        hosts_steps(launch_dir, tour)
         victim = _rank_pid(launch_dir, 1)
-        typer.echo(f"\n# kill rank 1 (pid {victim}) with SIGKILL, as a crash would")
+        tour.say(f"\n# kill rank 1 (pid {victim}) with SIGKILL, as a crash would")
         if victim is not None:
             os.kill(victim, signal.SIGKILL)
         deadline = time.monotonic() + timeout
-        while _quiet_status(launch_dir) == 0 and time.monotonic() < deadline:
+        while _quiet_status(tour, launch_dir) == 0 and time.monotonic() < deadline:
             time.sleep(0.3)
-        run(status, 1, "slot scheduler.1: not covered", "withdrawn, naming the slot")
+        tour.step(status, 1, "slot scheduler.1: not covered", "withdrawn, naming the slot")
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

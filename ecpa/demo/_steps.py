@@ -1,31 +1,16 @@
-"""``ecpa demo`` and ``ecpa corpus check``."""
+"""The demo's steps: the profile and ``runtime_effective`` shown end to end."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import shlex
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from ecpa.cli import _entry
-from ecpa.cli._common import (
-    EXIT_INVALID,
-    EXIT_OK,
-    fail_usage,
-    json_line,
-    read_json_object,
-    safe,
-    show,
-)
-from ecpa.cli._demo_launch import launch_loop, slots_loop
-from ecpa.cli._demo_sim import sim_step
-from ecpa.corpus.runner import CORPUS_FILES, run_any, write
+from ecpa.demo._launch import launch_loop, slots_loop
+from ecpa.demo._sim import sim_step
+from ecpa.demo._tour import Ecpa, Say, Tour
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
@@ -33,93 +18,7 @@ from ecpa.runtime.model.evidence import EvidenceLog
 from ecpa.runtime.model.launch import Slot
 from ecpa.runtime.model.process import LaunchEnvironment, read_identity
 
-corpus_app = typer.Typer(
-    help="Run conformance corpora.",
-    epilog="\b\nExamples:\n  ecpa corpus check corpus/ecpa-0.1\n"
-    "  ecpa corpus generate corpus/ecpa-0.1",
-    no_args_is_help=True,
-)
-
-
-def _corpus_files(paths: list[Path]) -> list[Path]:
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted(path.glob("*.json"))
-            if not found:
-                raise fail_usage(f"expected corpus files (*.json) in {path}, found none")
-            known = [path / name for name in CORPUS_FILES if (path / name) in found]
-            files += known + [f for f in found if f not in known]
-        else:
-            files.append(path)
-    return files
-
-
-@corpus_app.command("check")
-def corpus_check(
-    paths: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="PATH...",
-            help="Corpus files (attestation or trust-store vectors), or directories of them.",
-            show_default=False,
-        ),
-    ],
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every case.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per case.")] = False,
-) -> None:
-    """Run every case of each corpus and compare the codes; exit 0 only when all match.
-
-    \b
-    Examples:
-      ecpa corpus check ../shared/conformance/upstream-ecpa-0.1/attestation-vectors.json
-      ecpa corpus check corpus/ecpa-0.1
-    """
-    files = _corpus_files(paths)
-    total = failed = 0
-    for file in files:
-        label = f"{show(file)} " if len(files) > 1 else ""
-        results = run_any(read_json_object(file, "corpus"))
-        for r in results:
-            if as_json:
-                typer.echo(
-                    json_line(
-                        {
-                            "file": str(file),
-                            "id": r.id,
-                            "expected": r.expected,
-                            "got": r.got,
-                            "passed": r.passed,
-                            "detail": r.detail,
-                        }
-                    )
-                )
-            elif not r.passed:
-                typer.echo(
-                    f"MISMATCH {label}{show(r.id)}: expected {show(r.expected)}, got {r.got}"
-                    + (f" ({safe(r.detail)})" if r.detail else "")
-                )
-            elif verbose:
-                typer.echo(f"ok {label}{show(r.id)}: {r.got}")
-        total += len(results)
-        failed += sum(not r.passed for r in results)
-    typer.echo(f"{total - failed} passed, {failed} failed", err=as_json)
-    raise typer.Exit(EXIT_OK if failed == 0 else EXIT_INVALID)
-
-
-@corpus_app.command("generate")
-def corpus_generate(
-    directory: Annotated[Path, typer.Argument(help="Where to write the corpus files.")],
-) -> None:
-    """Write the project's corpus (deterministic: TEST ONLY seeds, fixed times): the
-    published ECPA 0.1 cases byte for byte, the project's own cases, the trust-store cases.
-
-    \b
-    Example:
-      ecpa corpus generate corpus/ecpa-0.1
-    """
-    for path in write(directory):
-        typer.echo(f"wrote {show(path)}")
+__all__ = ["run_demo"]
 
 
 def _statement(now: int) -> dict[str, Any]:
@@ -183,38 +82,22 @@ def _emit_own_evidence(d: Path, now: int, key: SigningKey) -> None:
     (d / "launch-binding.json").write_text(json.dumps(binding) + "\n")
 
 
-def demo_command() -> None:
+def run_demo(ecpa: Ecpa, say: Say) -> tuple[int, int]:
     """Run the main job end to end in a temporary directory: make a key and a trust store,
-    sign a statement, verify it, tamper with it, replay it; each refusal shows its code.
+    sign a statement, verify it, tamper with it, replay it (each refusal shows its code),
+    judge a live launch, and ask the value simulator whether DLA pays off.
 
-    Exits 1 if anything behaves other than the profile says.
-
-    \b
-    Example:
-      ecpa demo
+    ``ecpa`` runs each command in this process and ``say`` prints the narrative. Returns
+    how many steps behaved as the profile says, and how many there were.
     """
-
     now = int(time.time())
-    checks: list[bool] = []
-
-    def run(args: list[str], expect_exit: int, expect_text: str, why: str) -> None:
-        typer.echo(f"\n# {why}")
-        typer.echo("$ ecpa " + " ".join(shlex.quote(a) for a in args))
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = _entry.run(args)
-        text = out.getvalue() + err.getvalue()
-        typer.echo(text.rstrip("\n"))
-        ok = status == expect_exit and expect_text in text
-        checks.append(ok)
-        if not ok:
-            typer.echo(f"!! expected exit {expect_exit} and {expect_text!r}; got exit {status}")
+    tour = Tour(ecpa, say)
 
     with tempfile.TemporaryDirectory(prefix="ecpa-demo-") as tmp:
         d = Path(tmp)
         trust, db = str(d / "trust.json"), str(d / "replay.db")
-        typer.echo(f"ecpa demo in {d} (now={now})")
-        run(
+        say(f"ecpa demo in {d} (now={now})")
+        tour.step(
             [
                 "keygen",
                 "--issuer",
@@ -231,7 +114,7 @@ def demo_command() -> None:
             "a signing key, and its entry in a new trust store",
         )
         (d / "statement.json").write_text(json.dumps(_statement(now), indent=2) + "\n")
-        run(
+        tour.step(
             [
                 "sign",
                 str(d / "statement.json"),
@@ -245,41 +128,41 @@ def demo_command() -> None:
             "sign a statement: evidence.json (JCS payload) + evidence.jws (detached JWS)",
         )
         verify = ["verify", str(d / "evidence.jws"), "--trust", trust]
-        run([*verify, "--replay-db", db], 0, "OK ", "verify it, recording its nonce")
-        run([*verify, "--replay-db", db], 1, "REPLAYED_NONCE", "the same evidence again")
+        tour.step([*verify, "--replay-db", db], 0, "OK ", "verify it, recording its nonce")
+        tour.step([*verify, "--replay-db", db], 1, "REPLAYED_NONCE", "the same evidence again")
         payload = (d / "evidence.json").read_bytes()
         (d / "tampered.json").write_bytes(payload.replace(b"launch-demo", b"launch-demO"))
         (d / "tampered.jws").write_bytes((d / "evidence.jws").read_bytes())
-        run(
+        tour.step(
             ["verify", str(d / "tampered.jws"), "--trust", trust],
             1,
             "ATTESTATION_INVALID_SIGNATURE",
             "one byte of the payload changed",
         )
-        run([*verify, "--now", str(now + 3600)], 1, "ATTESTATION_EXPIRED", "an hour later")
+        tour.step([*verify, "--now", str(now + 3600)], 1, "ATTESTATION_EXPIRED", "an hour later")
         emitted = int(time.time())  # the steps above may take seconds on a loaded machine
         _emit_own_evidence(d, emitted, SigningKey.load(d / "demo-key.pem"))
         status = ["status", "--evidence", str(d / "launch-demo.jsonl"), "--trust", trust]
         status += ["--binding", str(d / "launch-binding.json")]
-        run(
+        tour.step(
             [*status, "--now", str(emitted)],
             0,
             "runtime_effective: true",
             "this process signed two evidence records about itself: is it really working?",
         )
-        run(
+        tour.step(
             [*status, "--now", str(emitted + 60)],
             1,
             "stale",
             "a minute later, with no new evidence, runtime_effective is withdrawn",
         )
-        run(
+        tour.step(
             ["inspect", str(d / "tampered.jws"), "--json"],
             0,
             '"verified":false',
             "inspect decodes without verifying, and says so",
         )
-        run(
+        tour.step(
             [
                 "trust",
                 "disable",
@@ -293,11 +176,9 @@ def demo_command() -> None:
             "disabled",
             "withdraw the key",
         )
-        run(verify, 1, "ATTESTATION_TRUST_POLICY", "evidence under a disabled key")
-        run(status, 1, "no valid evidence", "runtime_effective under a disabled key")
-        launch_loop(d, run, checks)
-        slots_loop(d, run, checks)
-        sim_step(checks)
-    passed = sum(checks)
-    typer.echo(f"\n{passed} of {len(checks)} steps behaved as the profile says")
-    raise typer.Exit(EXIT_OK if passed == len(checks) else EXIT_INVALID)
+        tour.step(verify, 1, "ATTESTATION_TRUST_POLICY", "evidence under a disabled key")
+        tour.step(status, 1, "no valid evidence", "runtime_effective under a disabled key")
+        launch_loop(d, tour)
+        slots_loop(d, tour)
+        sim_step(tour)
+    return sum(tour.checks), len(tour.checks)

@@ -1,0 +1,83 @@
+"""``ecpa verify`` in one process: today's loop, the reference whose output ``--jobs``
+gives byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.trust import TrustStore
+from ecpa.profile.verify import Binding, Policy
+from ecpa.runtime.model.evidence import verify_evidence
+from ecpa.runtime.stores.replay import ReplayFence
+from ecpa.verify_jobs._inputs import Item, evidence_items
+from ecpa.verify_jobs._results import Echo, ok_fields, render_result
+
+__all__ = ["verify_in_process"]
+
+
+def verify_in_process(
+    specs: list[str],
+    payload: Path | None,
+    *,
+    store: TrustStore,
+    now: int,
+    policy: Policy,
+    binding: Binding | None,
+    fence: ReplayFence | None,
+    as_json: bool,
+    stdout: TextIO,
+    echo: Echo,
+) -> bool:
+    """Verify every item of the EVIDENCE arguments ``specs`` in this process, in order, at
+    ``now`` by ``policy`` (and ``binding``, and ``fence`` last), printing its result line
+    (``as_json``: a JSON object); return whether any failed.
+
+    Lines go to ``stdout``, the stream ``echo`` writes to (nothing to strip: results never
+    hold a control character), but not flushed one by one as it does: they are flushed line
+    by line only when a replay fence records nonces (a printed OK is a consumed nonce), else
+    by the stream's buffering, and always before ``echo`` writes to standard error.
+
+    Raises:
+        EcpaError: after the result lines before it: an input that is not evidence, or a
+            fence that cannot be used (``ECPA_REPLAY_STORE``), both exit 2.
+    """
+    out = stdout
+    invalid = False
+
+    def warn(line: str) -> None:
+        out.flush()
+        echo(line, err=True)
+
+    try:
+        for spec in specs:
+            for item in evidence_items(spec, payload, warn=warn):
+                statement = None
+                if item.evidence is not None:
+                    try:
+                        verified = verify_evidence(
+                            item.evidence,
+                            store,
+                            now=now,
+                            policy=policy,
+                            binding=binding,
+                            replay=fence,
+                        )
+                    except EcpaError as exc:
+                        if exc.code is ErrorCode.REPLAY_STORE:
+                            raise  # the fence itself failed: the command stops, exit 2
+                        item = Item(item.input, item.line, item.evidence, exc)
+                    else:
+                        st = verified.statement
+                        # A text line shows four members; only JSON output needs them all.
+                        statement = st.to_dict() if as_json else ok_fields(st)
+                invalid |= item.error is not None
+                text = render_result(item.input, item.line, item.error, statement, as_json)
+                if text is not None:
+                    out.write(text + "\n")
+                    if fence is not None:
+                        out.flush()
+    finally:
+        out.flush()
+    return invalid
