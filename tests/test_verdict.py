@@ -394,7 +394,7 @@ def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
     name it (an older launch.json) the record still counts, with a note."""
     import json
 
-    from ecpa.observer import _record
+    from ecpa.observer import record as _record
     from ecpa.profile.jcs import canonicalize
     from ecpa.runtime.model.launch import expected_from_dict
 
