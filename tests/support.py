@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,14 @@ def code_of(
 
 def load_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def codes(reasons: Iterable[Any]) -> list[str]:
+    """The codes of a status's reasons, in order: ``Reason`` objects, or the objects
+    ``ecpa status --json`` writes for them."""
+    return [r["code"] if isinstance(r, dict) else r.code.value for r in reasons]
+
+
+def texts(reasons: Iterable[Any]) -> list[str]:
+    """The texts of a status's reasons, in order (as :func:`codes` takes them)."""
+    return [r["text"] if isinstance(r, dict) else r.text for r in reasons]
