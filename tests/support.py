@@ -184,3 +184,27 @@ def codes(reasons: Iterable[Any]) -> list[str]:
 def texts(reasons: Iterable[Any]) -> list[str]:
     """The texts of a status's reasons, in order (as :func:`codes` takes them)."""
     return [r["text"] if isinstance(r, dict) else r.text for r in reasons]
+
+
+def check_reasons(status: Any) -> set[str]:
+    """The codes a ``RuntimeStatus`` gives, after checking what every status must say:
+    each code is defined; ``effective`` exactly when no launch-level reason fails, a slot
+    covered exactly when none of its reasons fails; ``slot`` set only at the launch level,
+    on a reason whose text names that slot."""
+    from ecpa.runtime.judge.reasons import Reason, ReasonCode
+
+    seen: set[str] = set()
+    assert status.reasons, "a status always has reasons"
+    for reason in status.reasons:
+        assert isinstance(reason, Reason), reason
+        assert ReasonCode(reason.code.value) is reason.code
+        assert reason.slot is None or reason.text.startswith(f"slot {reason.slot}: "), reason
+        seen.add(reason.code.value)
+    assert status.effective is not any(r.fails for r in status.reasons), status.reasons
+    for slot in status.slots:
+        for reason in slot.reasons:
+            assert ReasonCode(reason.code.value) is reason.code
+            assert reason.slot is None, reason
+            seen.add(reason.code.value)
+        assert slot.covered is not any(r.fails for r in slot.reasons), slot
+    return seen

@@ -26,7 +26,17 @@ from ecpa.runtime.model.evidence import LogLine, evidence_digest, read_log
 from ecpa.runtime.model.launch import ExpectedLaunch, expected_from_dict, launch_from_file
 from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive, read_identity
 from tests._cli_helpers import ecpa_main
-from tests.support import KEY_1, NOW, ROOT, codes, statement, store, texts, trust_doc
+from tests.support import (
+    KEY_1,
+    NOW,
+    ROOT,
+    check_reasons,
+    codes,
+    statement,
+    store,
+    texts,
+    trust_doc,
+)
 
 CHALLENGE = "Q2hhbGxlbmdlLTEyOC1iaXRz"
 EXPECTED = ExpectedLaunch(
@@ -117,7 +127,9 @@ def dead(identity: ProcessIdentity) -> Liveness:
 
 def run(*records: bytes, now: int = NOW, **kwargs: Any) -> RuntimeStatus:
     kwargs.setdefault("liveness", alive)
-    return derive(lines(*records), store(), EXPECTED, now=now, **kwargs)
+    status = derive(lines(*records), store(), EXPECTED, now=now, **kwargs)
+    check_reasons(status)
+    return status
 
 
 def test_effective_true_with_reasons() -> None:

@@ -29,7 +29,7 @@ from ecpa.runtime.stores.postgres import nonce_key
 from ecpa.runtime.stores.remote import REMOTE_NOTE, status_from_store
 from ecpa.runtime.stores.store import EvidenceStore, line_nonce
 from tests._launch_helpers import DRIVE, ECPA, PLAN, Launches, clean_env, launches
-from tests.support import codes, texts
+from tests.support import check_reasons, codes, texts
 
 __all__ = ["launches"]  # the fixture, used by name
 
@@ -96,9 +96,11 @@ def live_launch(root: Path, **kw: Any) -> Written:
 
 def local(w: Written, now: int = NOW) -> RuntimeStatus:
     """The status from the files, its history walked to the end (no budget)."""
-    return status_from_launch_dir(
+    status = status_from_launch_dir(
         w.directory, now=now, proc_root=w.proc_root, host=HOST, history_budget_s=None
     )
+    check_reasons(status)
+    return status
 
 
 def remote(dsn: str, w: Written, now: int = NOW, **kw: Any) -> RuntimeStatus:
@@ -106,7 +108,9 @@ def remote(dsn: str, w: Written, now: int = NOW, **kw: Any) -> RuntimeStatus:
     budget (on a loaded machine the default 0.05 s stops a first walk early: false, and
     right, but not what these tests are about)."""
     kw.setdefault("history_budget_s", None)
-    return status_from_store(dsn, w.directory.name, now=now, **kw)
+    status = status_from_store(dsn, w.directory.name, now=now, **kw)
+    check_reasons(status)
+    return status
 
 
 def decision(s: RuntimeStatus) -> Any:

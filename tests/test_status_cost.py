@@ -23,6 +23,7 @@ from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.evidence import read_log
 from ecpa.runtime.model.launch import launch_from_file
 from ecpa.runtime.model.process import ProcessIdentity, check_alive, descends_from
+from tests.support import check_reasons
 
 NOW = 1_800_000_000
 
@@ -56,9 +57,11 @@ def full(written: Written, now: int = NOW) -> RuntimeStatus:
 
 
 def status(written: Written, now: int = NOW, budget: float | None = None) -> RuntimeStatus:
-    return status_from_launch_dir(
+    got = status_from_launch_dir(
         written.directory, now=now, proc_root=written.proc_root, host=HOST, history_budget_s=budget
     )
+    check_reasons(got)
+    return got
 
 
 def decision(s: RuntimeStatus) -> Any:

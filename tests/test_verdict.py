@@ -5,6 +5,7 @@ with per-process keys as the observer signs them; liveness and descent are param
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from ecpa.runtime.model.enroll import kid_for, log_name
 from ecpa.runtime.model.evidence import read_log, record_line
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import LaunchEnvironment, Liveness, ProcessIdentity
-from tests.support import codes
+from tests.support import ROOT, check_reasons, codes
 
 NOW = 1_800_000_000
 ISSUER = "urn:ecpa:issuer:test"
@@ -132,7 +133,7 @@ class Launch:
             ok = alive(who)
             return Liveness(ok, f"process {who.pid} {'alive' if ok else 'not alive'}")
 
-        return derive_launch(
+        status = derive_launch(
             streams,
             store,
             kwargs.pop("expected", EXPECTED),
@@ -142,6 +143,8 @@ class Launch:
             supervisor=supervisor if supervisor is not None else Liveness(True, "alive"),
             **kwargs,
         )
+        check_reasons(status)  # every status here says what a status must
+        return status
 
 
 def slot_reasons(status: RuntimeStatus, name: str) -> list[Reason]:
@@ -445,3 +448,63 @@ def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
     }  # fmt: skip
     assert not expected_from_dict(doc, "launch.json").judges_abstention
     assert expected_from_dict({**doc, "max_abstain_s": 30}, "launch.json").judges_abstention
+
+
+def test_every_code_a_status_gives_is_defined_and_documented() -> None:
+    """STYLE rule 13: programs match a reason's code. Over launches that give most of them,
+    every code is a ReasonCode and docs/runtime.md lists it; what fails and what passes are
+    told apart by the code alone (``check_reasons``, on every status of this module)."""
+    one = replace(EXPECTED, slots=(S0,))
+    seen: set[str] = set()
+
+    good = Launch()  # covered: every check passes, a dead process superseded, a gap noted
+    good.write(S0, proc(11), 1, issued_at=NOW - 50)
+    good.write(S0, proc(11, ticks=2000), 1)
+    good.write(S0, proc(11, ticks=2000), 3, last=NOW - 1)
+    good.write(S1, proc(12), 1)
+    alive = good.derive(alive=lambda who: (who.pid, who.start_ticks) != (11, 1000), max_idle=10)
+    assert alive.effective
+    seen |= check_reasons(alive)
+
+    bad = Launch()  # stale, dead, left the tree, never selecting, a stray record, a torn line
+    bad.write(S0, proc(11), 1, issued_at=NOW - 50)
+    bad.write(S1, proc(12), 1, selections=0)
+    bad.write(S1, proc(13), 1, file=log_name(kid_for(S1, proc(99))))
+    bad.logs[log_name(kid_for(S1, proc(12)))] += b'{"payload_b64":'
+    status = bad.derive(
+        alive=lambda who: who.pid != 11,
+        descends=lambda who: who.pid != 12,
+        supervisor=Liveness(False, "no running process 100"),
+        skipped=[Reason(ReasonCode.SKIPPED, "file 'x': not a process log, skipped")],
+    )
+    assert not status.effective
+    seen |= check_reasons(status)
+
+    seen |= check_reasons(Launch().derive(expected=one))  # no evidence at all
+    idle = Launch()
+    idle.write(S0, proc(11), 1, last=NOW - 5)
+    seen |= check_reasons(idle.derive(expected=one, max_idle=0))
+    abstaining = Launch()
+    abstaining.write(S0, proc(11), 1, last=NOW - 1, last_selection=NOW - 41)
+    seen |= check_reasons(abstaining.derive(expected=one))
+    twice = Launch()  # two live processes in one slot
+    twice.write(S0, proc(11), 1)
+    twice.write(S0, proc(13), 1)
+    seen |= check_reasons(twice.derive(expected=one))
+
+    documented = set(
+        re.findall(
+            r"^\| `([a-z0-9_]+)` \|",
+            (ROOT / "docs" / "runtime.md").read_text(encoding="utf-8"),
+            flags=re.MULTILINE,
+        )
+    )
+    defined = {code.value for code in ReasonCode}
+    assert seen <= defined <= documented, (seen - defined, defined - documented)
+    assert seen >= {
+        "accepted", "selections", "no_selections", "selecting", "abstaining", "fresh", "stale",
+        "busy", "idle", "alive", "not_alive", "descendant", "not_descendant", "no_evidence",
+        "conflict", "superseded", "covered", "not_covered", "coverage_complete",
+        "coverage_incomplete", "supervisor_alive", "supervisor_not_alive", "gap", "torn",
+        "refused", "skipped",
+    }  # fmt: skip
