@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,38 @@ def code_of(
 
 def load_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def codes(reasons: Iterable[Any]) -> list[str]:
+    """The codes of a status's reasons, in order: ``Reason`` objects, or the objects
+    ``ecpa status --json`` writes for them."""
+    return [r["code"] if isinstance(r, dict) else r.code.value for r in reasons]
+
+
+def texts(reasons: Iterable[Any]) -> list[str]:
+    """The texts of a status's reasons, in order (as :func:`codes` takes them)."""
+    return [r["text"] if isinstance(r, dict) else r.text for r in reasons]
+
+
+def check_reasons(status: Any) -> set[str]:
+    """The codes a ``RuntimeStatus`` gives, after checking what every status must say:
+    each code is defined; ``effective`` exactly when no launch-level reason fails, a slot
+    covered exactly when none of its reasons fails; ``slot`` set only at the launch level,
+    on a reason whose text names that slot."""
+    from ecpa.runtime.judge.reasons import Reason, ReasonCode
+
+    seen: set[str] = set()
+    assert status.reasons, "a status always has reasons"
+    for reason in status.reasons:
+        assert isinstance(reason, Reason), reason
+        assert ReasonCode(reason.code.value) is reason.code
+        assert reason.slot is None or reason.text.startswith(f"slot {reason.slot}: "), reason
+        seen.add(reason.code.value)
+    assert status.effective is not any(r.fails for r in status.reasons), status.reasons
+    for slot in status.slots:
+        for reason in slot.reasons:
+            assert ReasonCode(reason.code.value) is reason.code
+            assert reason.slot is None, reason
+            seen.add(reason.code.value)
+        assert slot.covered is not any(r.fails for r in slot.reasons), slot
+    return seen

@@ -23,6 +23,7 @@ from ecpa.runtime.host.ship import BATCH_BYTES, _complete_lines
 from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge import history, sources, tail
 from ecpa.runtime.judge.history import checkpoint_name
+from ecpa.runtime.judge.reasons import ReasonCode
 
 NOW = 1_800_000_000
 
@@ -129,7 +130,7 @@ def test_a_status_interrupted_keeps_what_it_learned(
         got = _status(written)
     finally:
         history.STOP.clear()
-    assert any("history walked to byte" in r for r in got.reasons)  # stopped early
+    assert any(r.code is ReasonCode.HISTORY_PARTIAL for r in got.reasons)  # stopped early
     saved = json.loads((log.parent / checkpoint_name(log.name)).read_text())
     assert (saved["number"], saved["accepted"], saved["last_seq"]) == (3, 3, 3)  # consistent
 

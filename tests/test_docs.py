@@ -1,4 +1,4 @@
-"""The examples in the docs run, and the error-code table names every code."""
+"""The examples in the docs run, and the error-code and reason-code tables name every code."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import re
 import pytest
 
 import ecpa
+from ecpa.runtime.judge.reasons import FAILING, ReasonCode
 from tests.support import ROOT
 
 PROFILE_DOC = ROOT / "docs" / "profile.md"
+RUNTIME_DOC = ROOT / "docs" / "runtime.md"
 
 
 def _python_blocks(text: str) -> list[str]:
@@ -28,3 +30,12 @@ def test_profile_doc_lists_every_error_code() -> None:
     text = PROFILE_DOC.read_text(encoding="utf-8")
     table = set(re.findall(r"^\| `([A-Z_]+)` \|", text, flags=re.MULTILINE))
     assert table == {code.value for code in ecpa.ErrorCode}
+
+
+def test_runtime_doc_lists_every_reason_code_and_what_fails() -> None:
+    text = RUNTIME_DOC.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| (passes|fails|note) \| \S", text, flags=re.MULTILINE)
+    kinds = dict(rows)
+    assert len(kinds) == len(rows)  # each code once
+    assert set(kinds) == {code.value for code in ReasonCode}
+    assert {code for code, kind in kinds.items() if kind == "fails"} == {c.value for c in FAILING}

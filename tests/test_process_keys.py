@@ -33,6 +33,7 @@ from tests._launch_helpers import (
     wait_status,
     wait_until,
 )
+from tests.support import codes
 
 pytestmark = pytest.mark.e2e  # real processes throughout
 
@@ -95,9 +96,13 @@ def test_a_record_naming_pid_1_never_turns_status_true(tmp_path: Path, launches:
     assert doc["runtime_effective"] is False
     assert doc["accepted"] == 0
     assert doc["refused"] == {"ATTESTATION_BINDING_MISMATCH": 2, "ATTESTATION_UNKNOWN_KEY": 1}
-    reasons = "\n".join(doc["reasons"])
-    assert "was not enrolled for the process it names" in reasons
-    assert "slot scheduler.0: no evidence" in reasons
+    reasons = "\n".join(r["text"] for r in doc["reasons"] if r["code"] == "refused")
+    assert "was not enrolled for the process it names" in reasons  # which binding failed
+    assert {
+        "code": "no_evidence",
+        "text": "slot scheduler.0: no evidence",
+        "slot": "scheduler.0",
+    } in doc["reasons"]
     [slot] = doc["slots"]
     assert slot["process"] is None
 
@@ -212,7 +217,8 @@ def test_a_peer_that_hangs_up_early_never_kills_ecpa_run(
     assert proc.poll() is None  # still supervising
     code, doc = status(directory)
     assert code == 1
-    assert not any(r.startswith("supervisor not alive") for r in doc["reasons"])
+    assert "supervisor_not_alive" not in codes(doc["reasons"])
+    assert "supervisor_alive" in codes(doc["reasons"])
 
 
 #: Enrolls one key twice (a retry after a slow answer), then another key: prints the answers.

@@ -416,7 +416,8 @@ def test_finish_writes_exit_json_even_when_the_trust_store_fails(tmp_path: Path)
     # and status says the launch ended, not an error about the store
     status = status_from_launch_dir(launch.directory, now=1_800_000_030)
     assert not status.effective
-    assert status.reasons[0].startswith("launch ended at 1800000020")
+    assert status.reasons[0].code.value == "launch_ended"
+    assert status.reasons[0].text.startswith("launch ended at 1800000020")  # the recorded end
 
 
 def test_finish_closes_the_window_even_when_exit_json_fails(tmp_path: Path) -> None:

@@ -26,7 +26,17 @@ from ecpa.runtime.model.evidence import LogLine, evidence_digest, read_log
 from ecpa.runtime.model.launch import ExpectedLaunch, expected_from_dict, launch_from_file
 from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive, read_identity
 from tests._cli_helpers import ecpa_main
-from tests.support import KEY_1, NOW, ROOT, statement, store, trust_doc
+from tests.support import (
+    KEY_1,
+    NOW,
+    ROOT,
+    check_reasons,
+    codes,
+    statement,
+    store,
+    texts,
+    trust_doc,
+)
 
 CHALLENGE = "Q2hhbGxlbmdlLTEyOC1iaXRz"
 EXPECTED = ExpectedLaunch(
@@ -117,7 +127,9 @@ def dead(identity: ProcessIdentity) -> Liveness:
 
 def run(*records: bytes, now: int = NOW, **kwargs: Any) -> RuntimeStatus:
     kwargs.setdefault("liveness", alive)
-    return derive(lines(*records), store(), EXPECTED, now=now, **kwargs)
+    status = derive(lines(*records), store(), EXPECTED, now=now, **kwargs)
+    check_reasons(status)
+    return status
 
 
 def test_effective_true_with_reasons() -> None:
@@ -145,13 +157,14 @@ def test_no_records_is_false_with_reason() -> None:
 def test_stale_is_false() -> None:
     status = run(record(1, issued_at=NOW - 10))
     assert not status.effective
-    assert any(r.startswith("stale: newest statement issued 10 s ago") for r in status.reasons)
+    assert "stale" in codes(status.reasons)
+    assert "fresh" not in codes(status.reasons)
 
 
 def test_dead_process_is_false() -> None:
     status = run(record(1), liveness=dead)
     assert not status.effective
-    assert any("process not alive" in r for r in status.reasons)
+    assert "not_alive" in codes(status.reasons)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +181,8 @@ def test_record_for_another_launch_is_refused(field: str, changes: dict[str, Any
     status = run(record(1, **changes))
     assert not status.effective
     assert status.refused == {BINDING_MISMATCH: 1}
-    assert any(f"record for another launch: {field} " in r for r in status.reasons)
+    assert "refused" in codes(status.reasons)
+    assert any(f"record for another launch: {field} " in r for r in texts(status.reasons))
 
 
 def test_foreign_record_does_not_hide_a_good_one() -> None:
@@ -182,7 +196,7 @@ def test_wrong_challenge_prefix_is_refused() -> None:
     status = run(record(1, challenge_nonce="other-challenge:1"))
     assert not status.effective
     assert status.refused == {BINDING_MISMATCH: 1}
-    assert any("challenge_nonce" in r for r in status.reasons)
+    assert any("challenge_nonce" in r for r in texts(status.reasons))  # names the field
 
 
 def test_nonce_seq_must_match_counters_seq() -> None:
@@ -241,17 +255,15 @@ def test_seq_going_backwards_is_refused() -> None:
 def test_no_selections_is_false() -> None:
     status = run(record(1, counter_changes={"selections": 0, "abstentions": 10}))
     assert not status.effective
-    assert (
-        "no selections: the plugin abstained on all 10 calls (no builtin victim carried a "
-        "prediction, the bypass is set, or the configuration does not select it)"
-    ) in status.reasons
+    assert "no_selections" in codes(status.reasons)
 
 
 def test_gap_is_reported_not_fatal() -> None:
     status = run(record(1), record(4))
     assert status.effective
     assert status.gaps == ((2, 3),)
-    assert any(r.startswith("gap: seq 2..3") for r in status.reasons)
+    assert "gap: seq 2..3 missing" in texts(status.reasons)
+    assert "gap" in codes(status.reasons)
 
 
 def test_torn_tail_is_counted() -> None:
@@ -259,7 +271,7 @@ def test_torn_tail_is_counted() -> None:
     assert status.effective
     assert status.torn == 1
     assert status.accepted == 1
-    assert any(r.startswith("torn:") for r in status.reasons)
+    assert "torn" in codes(status.reasons)
 
 
 def test_host_evidence_required_and_checked() -> None:
@@ -306,8 +318,8 @@ def test_untrusted_key_is_refused() -> None:
 def test_listed_refusals_are_capped() -> None:
     status = run(*(record(i, launch_id="x") for i in range(1, 31)))
     assert status.refused == {BINDING_MISMATCH: 30}
-    assert sum(r.startswith("line ") for r in status.reasons) == 20
-    assert "... and 10 more refused record(s)" in status.reasons
+    assert codes(status.reasons).count("refused") == 20 + 1  # listed, then the rest counted
+    assert "... and 10 more refused record(s)" in texts(status.reasons)
 
 
 # --- liveness from a faked /proc -------------------------------------------------------
@@ -342,7 +354,8 @@ def test_liveness_from_fake_proc(
 
     status = run(record(1), liveness=liveness)
     assert status.effective is effective
-    assert any(why in r for r in status.reasons)
+    assert ("alive" if effective else "not_alive") in codes(status.reasons)
+    assert any(why in r for r in texts(status.reasons))
 
 
 # --- files, launch directory, real process ----------------------------------------------
@@ -400,7 +413,7 @@ def test_real_child_process(tmp_path: Path) -> None:
         status = status_from_launch_dir(launch, now=int(time.time()))
         assert not status.effective
         assert status.accepted >= 2  # its evidence still verifies; only the process is gone
-        assert any(r.startswith("process not alive") for r in status.reasons), status.reasons
+        assert "not_alive" in codes(status.reasons), status.reasons
     finally:
         child.kill()
         child.wait()
@@ -439,6 +452,10 @@ def test_cli_launch_dir(tmp_path: Path) -> None:
         assert result.status == 1
         doc = json.loads(result.out)
         assert doc["effective"] is False
+        assert codes(doc["reasons"])[0] == "no_evidence"
+        assert codes(doc["reasons"])[-1] == "v01_launch"
+        for reason in [*doc["reasons"], *doc["slots"][0]["reasons"]]:
+            assert set(reason) == {"code", "text"}  # a 0.1 launch: no slot names
         assert doc["accepted"] == 0
         assert doc["refused"] == {"ATTESTATION_EXPIRED": 1}
     finally:
@@ -460,7 +477,8 @@ def test_cli_evidence_and_binding(tmp_path: Path) -> None:
     assert doc["gaps"] == [[2, 2]]
     assert doc["newest"]["challenge_nonce"] == f"{CHALLENGE}:3"
     assert doc["counters"]["seq"] == 3
-    assert doc["reasons"]
+    assert "not_alive" in codes(doc["reasons"])
+    assert "gap" in codes(doc["reasons"])
 
 
 def test_cli_usage_errors(tmp_path: Path) -> None:
@@ -598,7 +616,8 @@ def test_an_ended_launch_is_never_effective(tmp_path: Path, doc: Any, reason: st
         (launch / "exit.json").write_bytes(data)
         status = status_from_launch_dir(launch, now=NOW)
         assert not status.effective
-        assert status.reasons[0].startswith(reason), status.reasons
+        assert codes(status.reasons)[0] == "launch_ended", status.reasons
+        assert status.reasons[0].text.startswith(reason), status.reasons  # says how it ended
         assert status.accepted == 1  # the evidence itself still verifies
     finally:
         child.kill()
@@ -661,6 +680,4 @@ def test_max_idle_with_a_record_that_does_not_say_is_false() -> None:
     assert run(record(1)).effective
     status = run(record(1), max_idle=10)
     assert not status.effective
-    assert "idle unknown: no last_dispatch_at in the newest record (--max-idle 10)" in (
-        status.reasons
-    )
+    assert "idle_unknown" in codes(status.reasons)

@@ -22,12 +22,14 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.host import ship as ship_module
 from ecpa.runtime.host.ship import BATCH_LINES, ShipReport, ship_launch
 from ecpa.runtime.host.status import status_from_launch_dir
+from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive, read_identity
 from ecpa.runtime.stores.postgres import nonce_key
 from ecpa.runtime.stores.remote import REMOTE_NOTE, status_from_store
 from ecpa.runtime.stores.store import EvidenceStore, line_nonce
 from tests._launch_helpers import DRIVE, ECPA, PLAN, Launches, clean_env, launches
+from tests.support import check_reasons, codes, texts
 
 __all__ = ["launches"]  # the fixture, used by name
 
@@ -94,9 +96,11 @@ def live_launch(root: Path, **kw: Any) -> Written:
 
 def local(w: Written, now: int = NOW) -> RuntimeStatus:
     """The status from the files, its history walked to the end (no budget)."""
-    return status_from_launch_dir(
+    status = status_from_launch_dir(
         w.directory, now=now, proc_root=w.proc_root, host=HOST, history_budget_s=None
     )
+    check_reasons(status)
+    return status
 
 
 def remote(dsn: str, w: Written, now: int = NOW, **kw: Any) -> RuntimeStatus:
@@ -104,7 +108,9 @@ def remote(dsn: str, w: Written, now: int = NOW, **kw: Any) -> RuntimeStatus:
     budget (on a loaded machine the default 0.05 s stops a first walk early: false, and
     right, but not what these tests are about)."""
     kw.setdefault("history_budget_s", None)
-    return status_from_store(dsn, w.directory.name, now=now, **kw)
+    status = status_from_store(dsn, w.directory.name, now=now, **kw)
+    check_reasons(status)
+    return status
 
 
 def decision(s: RuntimeStatus) -> Any:
@@ -156,8 +162,9 @@ def test_status_from_the_store_decides_as_the_files_do(pg_dsn: str, written: Wri
     there = remote(pg_dsn, written, history_budget_s=None)
     assert here.effective is True
     assert decision(there) == decision(here)
-    assert REMOTE_NOTE in there.reasons
-    assert any("/proc not read" in r for r in there.reasons)
+    assert REMOTE_NOTE in texts(there.reasons)
+    assert "from_store" in codes(there.reasons)
+    assert any(r.code is ReasonCode.ALIVE and "/proc not read" in r.text for r in there.reasons)
     assert there.refused["REPLAYED_NONCE"] == 1
     assert sum(there.refused.values()) == 2  # the junk line and the replay
 
@@ -182,7 +189,7 @@ def test_the_history_is_walked_in_budgets_and_catches_up(pg_dsn: str, written: W
     for _ in range(50):  # a zero budget walks at least one line a status
         st = remote(pg_dsn, written, history_budget_s=0.0)
         assert decision(st)[:2] == decision(full)[:2]
-        if not any("history walked to byte" in r for r in st.reasons):
+        if "history_partial" not in codes(st.reasons):
             break
     assert decision(remote(pg_dsn, written)) == decision(full)
 
@@ -192,7 +199,10 @@ def test_stale_heartbeats_withdraw_it_and_say_why(pg_dsn: str, written: Written)
     later = remote(pg_dsn, written, now=NOW + 60)
     assert later.effective is False
     assert all(not s.covered for s in later.slots)
-    assert any("newest signed heartbeat 60 s old" in r for r in later.reasons)
+    assert any(  # says how old, and that /proc was not read
+        r.code is ReasonCode.NOT_ALIVE and "newest signed heartbeat 60 s old" in r.text
+        for r in later.reasons
+    )
 
 
 def test_a_shipped_end_makes_it_false(pg_dsn: str, written: Written) -> None:
@@ -203,7 +213,7 @@ def test_a_shipped_end_makes_it_false(pg_dsn: str, written: Written) -> None:
     assert report.ended
     st = remote(pg_dsn, written)
     assert st.effective is False
-    assert st.reasons[0].startswith("launch ended")
+    assert st.reasons[0].code is ReasonCode.LAUNCH_ENDED
 
 
 def test_an_unknown_launch_is_an_evidence_store_error(pg_dsn: str, written: Written) -> None:
@@ -276,7 +286,7 @@ def test_cli_ship_once_then_status_db_json(pg_dsn: str, tmp_path: Path) -> None:
     doc = json.loads(st.stdout)
     assert doc["runtime_effective"] is True
     assert doc["coverage"] == {"covered": 3, "slots": 3}
-    assert REMOTE_NOTE in doc["reasons"]
+    assert {"code": "from_store", "text": REMOTE_NOTE} in doc["reasons"]
 
 
 @pytest.mark.parametrize(
@@ -457,7 +467,7 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
             assert time.monotonic() < deadline, doc
             time.sleep(0.3)
         assert doc["coverage"] == {"covered": 2, "slots": 2}
-        assert REMOTE_NOTE in doc["reasons"]
+        assert "from_store" in codes(doc["reasons"])
         assert doc["refused"] == {}
         [victim] = [int(p.name.split("-")[1]) for p in launches.logs(directory) if ".1-" in p.name]
         os.kill(victim, signal.SIGKILL)
@@ -466,7 +476,11 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
             assert time.monotonic() < deadline
             time.sleep(0.3)
         after = db_status(pg_dsn, launch_id)
-        assert "slot scheduler.1: not covered" in after["reasons"]
+        assert {
+            "code": "not_covered",
+            "text": "slot scheduler.1: not covered",
+            "slot": "scheduler.1",
+        } in after["reasons"]
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)
         out, err = shipper.communicate(timeout=60)
@@ -474,7 +488,7 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
         assert "launch ended, all stored" in out
         final = db_status(pg_dsn, launch_id)
         assert final["runtime_effective"] is False
-        assert final["reasons"][0].startswith("launch ended")
+        assert codes(final["reasons"])[0] == "launch_ended"
         files = set()
         for log in launches.logs(directory):
             files |= {line for line in log.read_bytes().split(b"\n") if line.strip()}
@@ -603,7 +617,7 @@ def test_a_reader_role_needs_only_to_read(pg_dsn: str, pg_server: Any, written: 
         reader = pg_dsn.replace("postgres@", f"{role}@")
         st = remote(reader, written, history_budget_s=None)
         assert decision(st) == decision(local(written))
-        assert any("checkpoint of" in r and "not saved" in r for r in st.reasons)
+        assert "checkpoint_not_saved" in codes(st.reasons)
         with pytest.raises(EcpaError) as err:  # it cannot ship
             ship(reader, written)
         assert err.value.code is ErrorCode.EVIDENCE_STORE
@@ -624,14 +638,18 @@ def test_a_supervisor_gone_without_an_end_makes_it_false(pg_dsn: str, written: W
     assert report.supervisor_gone  # following ended by itself: nothing more will come
     st = remote(pg_dsn, written)
     assert st.effective is False
-    assert any(r.startswith("supervisor not alive: process not alive: killed") for r in st.reasons)
+    assert st.reasons[0].code is ReasonCode.SUPERVISOR_NOT_ALIVE
+    assert st.reasons[0].text.startswith("supervisor not alive: process not alive: killed")
 
 
 def test_a_supervisor_not_seen_lately_makes_it_false(pg_dsn: str, written: Written) -> None:
     ship(pg_dsn, written, at=NOW - 60)  # the shipper last looked a minute ago
     st = remote(pg_dsn, written)
     assert st.effective is False
-    assert any("supervisor not alive: not seen lately" in r for r in st.reasons)
+    assert any(
+        r.code is ReasonCode.SUPERVISOR_NOT_ALIVE and "not seen lately" in r.text
+        for r in st.reasons
+    )
     ship(pg_dsn, written, at=NOW)
     assert remote(pg_dsn, written, history_budget_s=None).effective is True
 
@@ -687,7 +705,8 @@ def test_a_supervisor_check_from_the_future_is_no_evidence_of_life(
     status = remote(pg_dsn, written)
     assert not status.effective
     assert any(
-        "supervisor not alive: supervisor check dated 20 s after now" in r for r in status.reasons
+        r.code is ReasonCode.SUPERVISOR_NOT_ALIVE and "check dated 20 s after now" in r.text
+        for r in status.reasons
     ), status.reasons
     ship(pg_dsn, written, at=NOW + 2)  # the same second's race is not a clock ahead
     assert remote(pg_dsn, written).effective
@@ -704,8 +723,11 @@ def test_status_from_the_store_judges_by_the_servers_clock(pg_dsn: str, tmp_path
     status = status_from_store(pg_dsn, w.directory.name)
     assert status.now is not None
     assert abs(status.now - server) <= 2
-    assert any(r.endswith("the database server's clock") for r in status.reasons)
-    assert any("supervisor:" in r and "s ago" in r for r in status.reasons), status.reasons
+    assert any(
+        r.code is ReasonCode.CLOCK and r.text.endswith("the database server's clock")
+        for r in status.reasons
+    )
+    assert "supervisor_alive" in codes(status.reasons), status.reasons
 
 
 @pytest.mark.parametrize("budget", [0.0, None])

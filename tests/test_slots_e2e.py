@@ -19,6 +19,7 @@ from ecpa.runtime.model.evidence import read_log
 from ecpa.runtime.model.launch import launch_from_file
 from ecpa.runtime.model.process import Liveness
 from tests._launch_helpers import DRIVE, PLAN, Launches, launches, status, wait_status, wait_until
+from tests.support import codes
 
 pytestmark = pytest.mark.e2e  # real processes throughout
 
@@ -51,11 +52,15 @@ def test_two_ranks_cover_two_slots_and_a_killed_rank_is_named(
     os.kill(victim, signal.SIGKILL)
     after = wait_status(directory, False, timeout=HEARTBEAT_S + 5)
     assert time.monotonic() - killed_at <= HEARTBEAT_S + 5
-    assert "slot scheduler.1: not covered" in after["reasons"]
+    assert {
+        "code": "not_covered",
+        "text": "slot scheduler.1: not covered",
+        "slot": "scheduler.1",
+    } in after["reasons"]
     s0, s1 = after["slots"]
     assert s0["covered"] is True
     assert s1["covered"] is False
-    assert any(r.startswith("process not alive") for r in s1["reasons"]), s1["reasons"]
+    assert "not_alive" in codes(s1["reasons"]), s1["reasons"]
     # Every complete line of both ranks still verifies (judged at the kill).
     expected = launch_from_file(directory / "launch.json")
     store = TrustStore.load(directory / "trust.json")
@@ -77,7 +82,8 @@ def test_a_plan_with_two_slots_and_one_process(tmp_path: Path, launches: Launche
     time.sleep(1.5)
     code, doc = status(directory)
     assert code == 1
-    assert "slot scheduler.1: no evidence" in doc["reasons"]
+    reasons = [(r["code"], r.get("slot")) for r in doc["reasons"]]
+    assert ("no_evidence", "scheduler.1") in reasons
     assert doc["coverage"] == {"covered": 1, "slots": 2}
 
 
@@ -101,7 +107,10 @@ def test_a_restarted_rank_covers_its_slot_again(tmp_path: Path, launches: Launch
     assert time.monotonic() - first_record <= HEARTBEAT_S + 2
     s1 = doc["slots"][1]
     assert s1["process"]["pid"] != first
-    assert any(r.startswith(f"superseded: pid {first}") for r in s1["reasons"]), s1["reasons"]
+    assert any(
+        r["code"] == "superseded" and r["text"].startswith(f"superseded: pid {first}")
+        for r in s1["reasons"]
+    ), s1["reasons"]
 
 
 #: One call of the plugin, then a fork: the child is the real scheduler from then on; the

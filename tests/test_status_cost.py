@@ -18,10 +18,12 @@ from ecpa.profile.trust import TrustStore
 from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge.derive import derive_launch
 from ecpa.runtime.judge.history import checkpoint_name
+from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.evidence import read_log
 from ecpa.runtime.model.launch import launch_from_file
 from ecpa.runtime.model.process import ProcessIdentity, check_alive, descends_from
+from tests.support import check_reasons
 
 NOW = 1_800_000_000
 
@@ -55,9 +57,11 @@ def full(written: Written, now: int = NOW) -> RuntimeStatus:
 
 
 def status(written: Written, now: int = NOW, budget: float | None = None) -> RuntimeStatus:
-    return status_from_launch_dir(
+    got = status_from_launch_dir(
         written.directory, now=now, proc_root=written.proc_root, host=HOST, history_budget_s=budget
     )
+    check_reasons(got)
+    return got
 
 
 def decision(s: RuntimeStatus) -> Any:
@@ -70,7 +74,7 @@ def history(s: RuntimeStatus) -> Any:
 
 
 def pending(s: RuntimeStatus) -> bool:
-    return any("history walked to byte" in r for r in s.reasons)
+    return any(r.code is ReasonCode.HISTORY_PARTIAL for r in s.reasons)
 
 
 def append(written: Written, slot: int, data: bytes) -> None:
@@ -258,7 +262,8 @@ def test_a_record_from_the_future_is_no_evidence_of_life(
     slot = next(s for s in got.slots if s.slot == "scheduler.0")
     assert slot.covered is covered
     if not covered:
-        assert any(f"dated up to {ahead} s after now" in r for r in slot.reasons), slot.reasons
+        assert slot.reasons[0].code is ReasonCode.UNDECIDED, slot.reasons
+        assert f"dated up to {ahead} s after now" in slot.reasons[0].text  # says how far
         assert not got.effective
     else:
         assert slot.newest_seq == 120  # the race: the record of the next second waits

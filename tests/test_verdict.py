@@ -5,6 +5,7 @@ with per-process keys as the observer signs them; liveness and descent are param
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -15,11 +16,12 @@ import pytest
 import ecpa
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.judge.derive import RuntimeStatus, derive_launch
+from ecpa.runtime.judge.derive import Reason, ReasonCode, RuntimeStatus, derive_launch
 from ecpa.runtime.model.enroll import kid_for, log_name
 from ecpa.runtime.model.evidence import read_log, record_line
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import LaunchEnvironment, Liveness, ProcessIdentity
+from tests.support import ROOT, check_reasons, codes
 
 NOW = 1_800_000_000
 ISSUER = "urn:ecpa:issuer:test"
@@ -131,7 +133,7 @@ class Launch:
             ok = alive(who)
             return Liveness(ok, f"process {who.pid} {'alive' if ok else 'not alive'}")
 
-        return derive_launch(
+        status = derive_launch(
             streams,
             store,
             kwargs.pop("expected", EXPECTED),
@@ -141,11 +143,22 @@ class Launch:
             supervisor=supervisor if supervisor is not None else Liveness(True, "alive"),
             **kwargs,
         )
+        check_reasons(status)  # every status here says what a status must
+        return status
 
 
-def slot_reasons(status: RuntimeStatus, name: str) -> list[str]:
+def slot_reasons(status: RuntimeStatus, name: str) -> list[Reason]:
     [slot] = [s for s in status.slots if s.slot == name]
     return list(slot.reasons)
+
+
+def slot_codes(status: RuntimeStatus, name: str) -> list[str]:
+    return codes(slot_reasons(status, name))
+
+
+def about(status: RuntimeStatus) -> set[tuple[str, str | None]]:
+    """(code, slot) of each launch-level reason."""
+    return {(r.code.value, r.slot) for r in status.reasons}
 
 
 def test_two_slots_both_covered() -> None:
@@ -155,7 +168,8 @@ def test_two_slots_both_covered() -> None:
     status = launch.derive()
     assert status.effective, status.reasons
     assert [s.covered for s in status.slots] == [True, True]
-    assert "coverage: 2/2 slots" in status.reasons
+    assert ("coverage_complete", None) in about(status)
+    assert {("covered", "scheduler.0"), ("covered", "scheduler.1")} <= about(status)
     assert status.now == NOW
     assert status.version == "0.2"
 
@@ -165,8 +179,11 @@ def test_one_process_for_two_slots_says_which_has_no_evidence() -> None:
     launch.write(S0, proc(11), 1)
     status = launch.derive()
     assert not status.effective
-    assert "slot scheduler.1: no evidence" in status.reasons
-    assert "coverage: 1/2 slots" in status.reasons
+    assert {("no_evidence", "scheduler.1"), ("not_covered", "scheduler.1")} <= about(status)
+    assert ("no_evidence", "scheduler.0") not in about(status)
+    assert Reason(ReasonCode.COVERAGE_INCOMPLETE, "coverage: 1/2 slots") in status.reasons
+    # A slot's reason, at the launch level, names the slot in its text too.
+    assert "slot scheduler.1: no evidence" in [r.text for r in status.reasons]
 
 
 def test_supervisor_not_alive_is_false_whatever_the_evidence() -> None:
@@ -175,7 +192,8 @@ def test_supervisor_not_alive_is_false_whatever_the_evidence() -> None:
     launch.write(S1, proc(12), 1)
     status = launch.derive(supervisor=Liveness(False, "no running process 100"))
     assert not status.effective
-    assert status.reasons[0] == "supervisor not alive: no running process 100"
+    assert status.reasons[0].code is ReasonCode.SUPERVISOR_NOT_ALIVE
+    assert status.reasons[0].text == "supervisor not alive: no running process 100"
 
 
 def test_a_process_that_left_the_supervisors_tree_does_not_cover() -> None:
@@ -184,9 +202,8 @@ def test_a_process_that_left_the_supervisors_tree_does_not_cover() -> None:
     launch.write(S1, proc(12), 1)
     status = launch.derive(descends=lambda who: who.pid != 12)
     assert not status.effective
-    assert "process 12 is not a descendant of the launch's supervisor" in slot_reasons(
-        status, "scheduler.1"
-    )
+    assert "not_descendant" in slot_codes(status, "scheduler.1")
+    assert "descendant" in slot_codes(status, "scheduler.0")
 
 
 def test_two_live_processes_in_one_slot_is_a_conflict() -> None:
@@ -196,9 +213,7 @@ def test_two_live_processes_in_one_slot_is_a_conflict() -> None:
     launch.write(S1, proc(12), 1)
     status = launch.derive()
     assert not status.effective
-    assert slot_reasons(status, "scheduler.0") == [
-        "conflict: 2 live processes claim it (pids [11, 13])"
-    ]
+    assert slot_codes(status, "scheduler.0") == ["conflict"]
 
 
 def test_a_dead_process_replaced_by_a_live_one_is_superseded_not_a_conflict() -> None:
@@ -208,7 +223,7 @@ def test_a_dead_process_replaced_by_a_live_one_is_superseded_not_a_conflict() ->
     launch.write(S1, proc(12), 1)
     status = launch.derive(alive=lambda who: (who.pid, who.start_ticks) != (11, 1000))
     assert status.effective, status.reasons
-    assert any(r.startswith("superseded: pid 11") for r in slot_reasons(status, "scheduler.0"))
+    assert "superseded" in slot_codes(status, "scheduler.0")
 
 
 def test_a_key_speaks_only_for_the_process_it_was_enrolled_for() -> None:
@@ -219,7 +234,11 @@ def test_a_key_speaks_only_for_the_process_it_was_enrolled_for() -> None:
     status = launch.derive()
     assert not status.effective
     assert status.refused == {"ATTESTATION_BINDING_MISMATCH": 1}
-    assert any("was not enrolled for the process it names" in r for r in status.reasons)
+    # The refusal's detail says which binding failed (its code is in ``refused``).
+    assert any(
+        r.code is ReasonCode.REFUSED and "was not enrolled for the process it names" in r.text
+        for r in status.reasons
+    )
 
 
 def test_a_record_in_another_processs_file_is_refused() -> None:
@@ -227,7 +246,10 @@ def test_a_record_in_another_processs_file_is_refused() -> None:
     launch.write(S0, proc(11), 1, file=log_name(kid_for(S0, proc(99))))
     status = launch.derive()
     assert status.refused == {"ATTESTATION_BINDING_MISMATCH": 1}
-    assert any("in another process's file" in r for r in status.reasons)
+    assert any(
+        r.code is ReasonCode.REFUSED and "in another process's file" in r.text
+        for r in status.reasons
+    )
 
 
 def test_a_record_for_a_slot_the_plan_does_not_name_is_refused() -> None:
@@ -235,24 +257,27 @@ def test_a_record_for_a_slot_the_plan_does_not_name_is_refused() -> None:
     launch.write(Slot("scheduler", 7), proc(11), 1)
     status = launch.derive()
     assert status.refused == {"ATTESTATION_BINDING_MISMATCH": 1}
-    assert any("which the plan does not name" in r for r in status.reasons)
+    assert any(
+        r.code is ReasonCode.REFUSED and "which the plan does not name" in r.text
+        for r in status.reasons
+    )
 
 
 @pytest.mark.parametrize(
-    ("last", "effective", "reason"),
+    ("last", "effective", "code"),
     [
-        (NOW - 5, True, "busy: newest dispatch 5 s ago, --max-idle 10 s"),
-        (NOW - 11, False, "idle: newest dispatch 11 s ago, --max-idle 10 s"),
+        (NOW - 5, True, "busy"),
+        (NOW - 11, False, "idle"),
     ],
 )
-def test_max_idle(last: int | None, effective: bool, reason: str) -> None:
+def test_max_idle(last: int | None, effective: bool, code: str) -> None:
     launch = Launch()
     launch.write(S0, proc(11), 1, last=last)
     expected = replace(EXPECTED, slots=(S0,))
     assert launch.derive(expected=expected).effective  # off by default
     status = launch.derive(expected=expected, max_idle=10)
     assert status.effective is effective
-    assert reason in slot_reasons(status, "scheduler.0")
+    assert code in slot_codes(status, "scheduler.0")
 
 
 def test_slot_status_carries_the_process_and_counters() -> None:
@@ -267,10 +292,7 @@ def test_slot_status_carries_the_process_and_counters() -> None:
     assert s0.counters is not None
     assert s0.counters["selections"] == 5
     assert not s1.covered
-    assert (
-        "no selections: the plugin abstained on all 10 calls (no builtin victim carried a "
-        "prediction, the bypass is set, or the configuration does not select it)"
-    ) in s1.reasons
+    assert "no_selections" in codes(s1.reasons)
 
 
 @pytest.mark.parametrize(
@@ -307,7 +329,8 @@ def test_a_plugin_that_never_selects_says_its_counts_and_cause(
     launch.write(S0, proc(11), 1, selections=0, calls=calls, failures=failures, last=last)
     status = launch.derive(expected=replace(EXPECTED, slots=(S0,)))
     assert not status.effective
-    assert reason in slot_reasons(status, "scheduler.0")
+    # The wording is the point here: the counts and the cause.
+    assert Reason(ReasonCode.NO_SELECTIONS, reason) in slot_reasons(status, "scheduler.0")
 
 
 def test_the_changed_decisions_are_shown_per_slot() -> None:
@@ -321,7 +344,8 @@ def test_the_changed_decisions_are_shown_per_slot() -> None:
     assert slot.counters is not None
     assert (slot.counters["changed"], slot.counters["last_selection_at"]) == (4, NOW - 1)
     assert slot.counters["schema"] == "ecpa-dispatch-counters/0.3"
-    assert "selections 6 of 10 calls (changed 4, abstentions 4, failures 0)" in slot.reasons
+    text = "selections 6 of 10 calls (changed 4, abstentions 4, failures 0)"
+    assert Reason(ReasonCode.SELECTIONS, text) in slot.reasons
 
 
 def test_one_process_claiming_two_slots_is_a_conflict() -> None:
@@ -330,41 +354,38 @@ def test_one_process_claiming_two_slots_is_a_conflict() -> None:
     launch.write(S1, proc(11), 1)  # the same process, keys for both slots
     status = launch.derive()
     assert not status.effective
-    for name, other in (("scheduler.0", "scheduler.1"), ("scheduler.1", "scheduler.0")):
-        assert f"conflict: process 11 also claims slot(s) ['{other}']" in slot_reasons(status, name)
+    for name in ("scheduler.0", "scheduler.1"):
+        assert slot_codes(status, name)[0] == "conflict"
 
 
 @pytest.mark.parametrize(
-    ("last_call", "last_selection", "covered", "reason"),
+    ("last_call", "last_selection", "covered", "code"),
     [
         # Called for 40 s after its newest selection, abstaining each time: not covered.
         (
             NOW - 1,
             NOW - 41,
             False,
-            "abstaining: called for 40 s after its newest selection without selecting "
-            "(max_abstain_s 30 s; 10 calls, 5 abstentions, 0 failures in all)",
+            "abstaining",
         ),
         # Idle since its newest selection (no calls): covered, however long ago.
         (
             NOW - 500,
             NOW - 500,
             True,
-            "selecting: newest selection 500 s ago, calls without a selection for 0 s at "
-            "most (max_abstain_s 30 s)",
+            "selecting",
         ),
         # Abstained for 20 s, then idle: covered.
         (
             NOW - 100,
             NOW - 120,
             True,
-            "selecting: newest selection 120 s ago, calls without a selection for 20 s at "
-            "most (max_abstain_s 30 s)",
+            "selecting",
         ),
     ],
 )
 def test_a_plugin_that_only_abstains_stops_covering_its_slot(
-    last_call: int, last_selection: int, covered: bool, reason: str
+    last_call: int, last_selection: int, covered: bool, code: str
 ) -> None:
     """Fact 2 of the third review: a predictor gone away leaves the plugin called and
     abstaining for good; the cumulative counters and the moving last_dispatch_at kept the
@@ -374,7 +395,7 @@ def test_a_plugin_that_only_abstains_stops_covering_its_slot(
     status = launch.derive(expected=replace(EXPECTED, slots=(S0,)))
     (slot,) = status.slots
     assert slot.covered is covered
-    assert reason in slot.reasons
+    assert code in codes(slot.reasons)
 
 
 def test_max_abstain_comes_from_the_launch_and_can_be_overridden() -> None:
@@ -394,7 +415,7 @@ def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
     name it (an older launch.json) the record still counts, with a note."""
     import json
 
-    from ecpa.observer import _record
+    from ecpa.observer import record as _record
     from ecpa.profile.jcs import canonicalize
     from ecpa.runtime.model.launch import expected_from_dict
 
@@ -413,14 +434,13 @@ def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
     assert not expected.judges_abstention
     status = launch.derive(expected=expected)
     assert status.effective
-    assert any(
-        r.startswith("note: abstention not judged") for r in slot_reasons(status, "scheduler.0")
-    )
+    assert "abstention_not_judged" in slot_codes(status, "scheduler.0")
     status = launch.derive(expected=replace(expected, judges_abstention=True))
     assert not status.effective
-    assert (
+    assert Reason(
+        ReasonCode.ABSTENTION_UNKNOWN,
         "abstention unknown: expected a counters record with last_selection_at "
-        "(ecpa-dispatch-counters/0.3), found ecpa-dispatch-counters/0.2 (max_abstain_s 30 s)"
+        "(ecpa-dispatch-counters/0.3), found ecpa-dispatch-counters/0.2 (max_abstain_s 30 s)",
     ) in slot_reasons(status, "scheduler.0")
     doc = {
         "plan_id": "p", "launch_id": "l", "plugin_id": "x", "artifact_digest": "d",
@@ -428,3 +448,63 @@ def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
     }  # fmt: skip
     assert not expected_from_dict(doc, "launch.json").judges_abstention
     assert expected_from_dict({**doc, "max_abstain_s": 30}, "launch.json").judges_abstention
+
+
+def test_every_code_a_status_gives_is_defined_and_documented() -> None:
+    """STYLE rule 13: programs match a reason's code. Over launches that give most of them,
+    every code is a ReasonCode and docs/runtime.md lists it; what fails and what passes are
+    told apart by the code alone (``check_reasons``, on every status of this module)."""
+    one = replace(EXPECTED, slots=(S0,))
+    seen: set[str] = set()
+
+    good = Launch()  # covered: every check passes, a dead process superseded, a gap noted
+    good.write(S0, proc(11), 1, issued_at=NOW - 50)
+    good.write(S0, proc(11, ticks=2000), 1)
+    good.write(S0, proc(11, ticks=2000), 3, last=NOW - 1)
+    good.write(S1, proc(12), 1)
+    alive = good.derive(alive=lambda who: (who.pid, who.start_ticks) != (11, 1000), max_idle=10)
+    assert alive.effective
+    seen |= check_reasons(alive)
+
+    bad = Launch()  # stale, dead, left the tree, never selecting, a stray record, a torn line
+    bad.write(S0, proc(11), 1, issued_at=NOW - 50)
+    bad.write(S1, proc(12), 1, selections=0)
+    bad.write(S1, proc(13), 1, file=log_name(kid_for(S1, proc(99))))
+    bad.logs[log_name(kid_for(S1, proc(12)))] += b'{"payload_b64":'
+    status = bad.derive(
+        alive=lambda who: who.pid != 11,
+        descends=lambda who: who.pid != 12,
+        supervisor=Liveness(False, "no running process 100"),
+        skipped=[Reason(ReasonCode.SKIPPED, "file 'x': not a process log, skipped")],
+    )
+    assert not status.effective
+    seen |= check_reasons(status)
+
+    seen |= check_reasons(Launch().derive(expected=one))  # no evidence at all
+    idle = Launch()
+    idle.write(S0, proc(11), 1, last=NOW - 5)
+    seen |= check_reasons(idle.derive(expected=one, max_idle=0))
+    abstaining = Launch()
+    abstaining.write(S0, proc(11), 1, last=NOW - 1, last_selection=NOW - 41)
+    seen |= check_reasons(abstaining.derive(expected=one))
+    twice = Launch()  # two live processes in one slot
+    twice.write(S0, proc(11), 1)
+    twice.write(S0, proc(13), 1)
+    seen |= check_reasons(twice.derive(expected=one))
+
+    documented = set(
+        re.findall(
+            r"^\| `([a-z0-9_]+)` \|",
+            (ROOT / "docs" / "runtime.md").read_text(encoding="utf-8"),
+            flags=re.MULTILINE,
+        )
+    )
+    defined = {code.value for code in ReasonCode}
+    assert seen <= defined <= documented, (seen - defined, defined - documented)
+    assert seen >= {
+        "accepted", "selections", "no_selections", "selecting", "abstaining", "fresh", "stale",
+        "busy", "idle", "alive", "not_alive", "descendant", "not_descendant", "no_evidence",
+        "conflict", "superseded", "covered", "not_covered", "coverage_complete",
+        "coverage_incomplete", "supervisor_alive", "supervisor_not_alive", "gap", "torn",
+        "refused", "skipped",
+    }  # fmt: skip

@@ -65,7 +65,7 @@ def _slot_json(slot: SlotStatus) -> dict[str, Any]:
         "age_s": slot.age_s,
         "last_dispatch_at": slot.last_dispatch_at,
         "counters": slot.counters,
-        "reasons": list(slot.reasons),
+        "reasons": [reason.to_dict() for reason in slot.reasons],
     }
 
 
@@ -77,7 +77,7 @@ def _to_json(status: RuntimeStatus) -> dict[str, Any]:
         "now": status.now,
         "version": status.version,
         "coverage": {"covered": covered, "slots": len(status.slots)},
-        "reasons": list(status.reasons),
+        "reasons": [reason.to_dict() for reason in status.reasons],
         "slots": [_slot_json(slot) for slot in status.slots],
         "accepted": status.accepted,
         "refused": status.refused,
@@ -228,5 +228,5 @@ def status_command(
         covered = sum(s.covered for s in status.slots)
         typer.echo(f"now: {status.now}  coverage: {covered}/{len(status.slots)} slots")
         for reason in status.reasons:
-            typer.echo(f"reason: {safe(reason)}")
+            typer.echo(f"reason: {safe(reason.text)}")
     raise typer.Exit(EXIT_OK if status.effective else EXIT_INVALID)

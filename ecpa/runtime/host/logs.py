@@ -18,6 +18,7 @@ from ecpa.profile.fence import ReplayFence
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
 from ecpa.runtime.judge import history, tail
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.sources import LOG_NAME, judge_sources
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine
@@ -38,7 +39,7 @@ class ProcessLogs:
 
     dir_fd: int | None = None
     fds: dict[str, int] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[Reason] = field(default_factory=list)
 
     def close(self) -> None:
         for fd in self.fds.values():
@@ -60,7 +61,8 @@ def open_process_logs(directory: Path) -> ProcessLogs:
     try:
         logs.dir_fd = os.open(directory, _DIR_FLAGS)
     except FileNotFoundError:
-        logs.skipped.append(f"no evidence directory {directory} yet")
+        text = f"no evidence directory {directory} yet"
+        logs.skipped.append(Reason(ReasonCode.NO_EVIDENCE_DIR, text))
         return logs
     except OSError as exc:
         detail = f"expected an evidence directory at {directory}, found: {exc.strerror}"
@@ -68,23 +70,27 @@ def open_process_logs(directory: Path) -> ProcessLogs:
     for name in sorted(os.listdir(logs.dir_fd)):
         if not LOG_NAME.fullmatch(name):
             if not name.startswith("."):
-                logs.skipped.append(
+                text = (
                     f"file {name!r}: not a process log "
                     "(<role>.<ordinal>-<pid>-<ticks>.jsonl), skipped"
                 )
+                logs.skipped.append(Reason(ReasonCode.SKIPPED, text))
             continue
         if len(logs.fds) >= MAX_LOGS:
-            logs.skipped.append(f"more than {MAX_LOGS} process logs: the rest not read")
+            text = f"more than {MAX_LOGS} process logs: the rest not read"
+            logs.skipped.append(Reason(ReasonCode.SKIPPED, text))
             break
         try:
             fd = os.open(name, _FILE_FLAGS, dir_fd=logs.dir_fd)
         except OSError as exc:
-            logs.skipped.append(f"file {name!r}: not readable as a log ({exc.strerror}), skipped")
+            text = f"file {name!r}: not readable as a log ({exc.strerror}), skipped"
+            logs.skipped.append(Reason(ReasonCode.SKIPPED, text))
             continue
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             os.close(fd)
-            logs.skipped.append(f"file {name!r}: {describe_mode(mode)}, not a log, skipped")
+            text = f"file {name!r}: {describe_mode(mode)}, not a log, skipped"
+            logs.skipped.append(Reason(ReasonCode.SKIPPED, text))
             continue
         os.set_blocking(fd, True)
         logs.fds[name] = fd
@@ -145,7 +151,7 @@ def judge_logs(
     policy: Policy,
     budget_s: float | None,
     save: bool = True,
-) -> tuple[dict[str, Stream], list[str]]:
+) -> tuple[dict[str, Stream], list[Reason]]:
     """:func:`judge_sources` over the opened log files of a launch directory.
 
     Raises:

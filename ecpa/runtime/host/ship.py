@@ -30,6 +30,7 @@ from ecpa._files import check_private_dir, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES
 from ecpa.runtime.host.logs import open_process_logs
+from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, launch_from_bytes
 from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive
 from ecpa.runtime.stores.store import ANCHOR_BYTES, MAX_STORED_LINE, EvidenceStore, Position
@@ -226,8 +227,8 @@ def _ship_logs(
     logs = open_process_logs(directory)
     try:
         for skipped in logs.skipped:
-            if not skipped.startswith("no evidence directory"):
-                report.note(skipped)
+            if skipped.code is not ReasonCode.NO_EVIDENCE_DIR:
+                report.note(skipped.text)
         report.logs = max(report.logs, len(logs.fds))
         complete = True
         for name, fd in logs.fds.items():

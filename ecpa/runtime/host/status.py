@@ -22,6 +22,7 @@ from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import judge_logs, open_process_logs
 from ecpa.runtime.judge.derive import derive, verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.evidence import read_log
 from ecpa.runtime.model.launch import ExpectedLaunch, launch_ended, launch_from_file
@@ -129,9 +130,10 @@ def status_from_launch_dir(
     except EcpaError as exc:
         if ended is None or exc.code is ErrorCode.REPLAY_STORE:
             raise
+        unreadable = Reason(ReasonCode.EVIDENCE_UNREADABLE, f"evidence unreadable: {exc.detail}")
         return RuntimeStatus(
             False,
-            (ended, f"evidence unreadable: {exc.detail}"),
+            (Reason(ReasonCode.LAUNCH_ENDED, ended), unreadable),
             None,
             None,
             0,
@@ -143,13 +145,15 @@ def status_from_launch_dir(
         )
     if ended is None:
         return status
-    return replace(status, effective=False, reasons=(ended, *status.reasons))
+    first = Reason(ReasonCode.LAUNCH_ENDED, ended)
+    return replace(status, effective=False, reasons=(first, *status.reasons))
 
 
-_V01_NOTE = (
+_V01_NOTE = Reason(
+    ReasonCode.V01_LAUNCH,
     "0.1 launch: one shared launch key, no supervisor identity, no enrollment; not checked: "
     "that the key was enrolled for the process a record names, that the process descends "
-    "from the supervisor, that the supervisor is alive"
+    "from the supervisor, that the supervisor is alive",
 )
 
 

@@ -21,6 +21,7 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Policy
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import COUNTERS_SCHEMA, check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import Judge, RuntimeStatus, SlotStatus
@@ -31,6 +32,8 @@ from ecpa.runtime.model.process import Liveness, ProcessIdentity
 __all__ = [
     "COUNTERS_SCHEMA",
     "ExpectedLaunch",
+    "Reason",
+    "ReasonCode",
     "RuntimeStatus",
     "SlotStatus",
     "Stream",
@@ -127,7 +130,7 @@ def derive_launch(
     replay: ReplayFence | None = None,
     policy: Policy = DEFAULT_POLICY,
     max_idle: int | None = None,
-    skipped: Iterable[str] = (),
+    skipped: Iterable[Reason] = (),
 ) -> RuntimeStatus:
     """Derive ``runtime_effective`` at ``now`` for a 0.2 launch from one log per process,
     keyed by file name (``<kid>.jsonl``); ``runtime_effective`` holds only when every slot
@@ -135,7 +138,7 @@ def derive_launch(
 
     ``descends`` says whether a process still descends from the launch's supervisor;
     ``supervisor`` is the supervisor's own liveness (None: not checked); ``skipped`` are
-    reasons about files that could not be read as logs.
+    reasons about files that could not be read as logs (notes, given as they are).
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
@@ -169,7 +172,7 @@ def verdict_launch(
     descends: Callable[[ProcessIdentity], bool] | None = None,
     supervisor: Liveness | None = None,
     max_idle: int | None = None,
-    skipped: Iterable[str] = (),
+    skipped: Iterable[Reason] = (),
 ) -> RuntimeStatus:
     """The verdict of :func:`derive_launch` over streams already walked (decided from each
     log's end, with the history of its checkpoint: :mod:`ecpa.runtime.host.logs`)."""

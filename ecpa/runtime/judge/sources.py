@@ -18,6 +18,7 @@ from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
 from ecpa.runtime.judge import history, tail
 from ecpa.runtime.judge.derive import walk
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted, check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is_json, parse_record
@@ -160,7 +161,7 @@ def judge_sources(
     policy: Policy,
     budget_s: float | None,
     save: bool = True,
-) -> tuple[dict[str, Stream], list[str]]:
+) -> tuple[dict[str, Stream], list[Reason]]:
     """One :class:`~ecpa.runtime.judge.stream.Stream` per log, decided from its end, with its
     history's facts as far as the checkpoint and ``budget_s`` seconds of walking reach
     (``None``: to the end); and notes on what is not walked yet or not saved.
@@ -171,7 +172,7 @@ def judge_sources(
     started = time.monotonic()
     deadline = None if budget_s is None else started + budget_s
     streams: dict[str, Stream] = {}
-    notes: list[str] = []
+    notes: list[Reason] = []
     for source in sources:
         name = source.name
         kid = name[: -len(".jsonl")]
@@ -229,11 +230,12 @@ def judge_sources(
             )
         streams[name] = merged
         if not complete:
-            notes.append(
+            text = (
                 f"{name}: history walked to byte {ck.offset} of {end}, the rest at the next status"
             )
+            notes.append(Reason(ReasonCode.HISTORY_PARTIAL, text))
         if save and (ck.offset != before or not ck.saved):
             problem = source.save(ck)
             if problem is not None:
-                notes.append(problem)
+                notes.append(Reason(ReasonCode.CHECKPOINT_NOT_SAVED, problem))
     return streams, notes

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence, record_nonce
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted
 
 __all__ = ["MAX_LISTED", "Stream"]
@@ -71,15 +72,18 @@ class Stream:
         self.accepted += 1
         self.newest = rec
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Reason]:
         """Gaps, torn lines, expired and refused records, for ``reasons``."""
         where = f"{self.name}: " if self.name else ""
-        notes = [f"{where}gap: seq {a}..{b} missing" for a, b in self.gaps]
+        notes = [Reason(ReasonCode.GAP, f"{where}gap: seq {a}..{b} missing") for a, b in self.gaps]
         if self.torn:
-            notes.append(f"{where}torn: {self.torn} line(s) cut short by a crash, skipped")
+            text = f"{where}torn: {self.torn} line(s) cut short by a crash, skipped"
+            notes.append(Reason(ReasonCode.TORN, text))
         if self.expired:
-            notes.append(f"{where}expired: {self.expired} older record(s) past expires_at, skipped")
-        notes.extend(self.listed)
+            text = f"{where}expired: {self.expired} older record(s) past expires_at, skipped"
+            notes.append(Reason(ReasonCode.EXPIRED, text))
+        notes.extend(Reason(ReasonCode.REFUSED, text) for text in self.listed)
         if self.unlisted:
-            notes.append(f"{where}... and {self.unlisted} more refused record(s)")
+            text = f"{where}... and {self.unlisted} more refused record(s)"
+            notes.append(Reason(ReasonCode.REFUSED, text))
         return notes

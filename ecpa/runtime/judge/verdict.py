@@ -7,6 +7,10 @@ still a descendant of the supervisor, and fresh (condition 4: issued within the 
 window and not expired); with ``max_idle``, its newest dispatch that recent. A slot is
 covered by exactly one live process; two live processes in one slot, or one process in two
 slots, is a conflict; a dead process replaced by a live one is superseded, not a conflict.
+
+Every reason carries its code (:mod:`ecpa.runtime.judge.reasons`): ``effective`` is true
+exactly when no reason has a failing code, and a slot is covered exactly when none of its
+reasons has one.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.enroll import parse_kid
@@ -64,7 +69,8 @@ class SlotStatus:
     age_s: int | None
     last_dispatch_at: int | None
     counters: dict[str, Any] | None
-    reasons: tuple[str, ...]
+    #: Why it is covered or not, each with its code (``slot`` None: the slot is this one).
+    reasons: tuple[Reason, ...]
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,8 @@ class RuntimeStatus:
     """The derivation's answer, with its reasons (never empty, for true and for false)."""
 
     effective: bool
-    reasons: tuple[str, ...]
+    #: Each with its code; those about one slot name it (``slot``, "slot <name>: ...").
+    reasons: tuple[Reason, ...]
     newest: Statement | None
     counters: dict[str, Any] | None
     accepted: int
@@ -115,44 +122,52 @@ class Judge:
                 self._alive[identity] = Liveness(False, f"process liveness unknown: {exc.detail}")
         return self._alive[identity]
 
-    def checks(self, rec: Accepted, count: int) -> tuple[list[str], list[str]]:
+    def checks(self, rec: Accepted, count: int) -> tuple[list[Reason], list[Reason]]:
         """The failed and passed conditions of a process's newest record."""
-        failed: list[str] = []
-        passed = [f"{count} record(s) accepted, newest seq {rec.seq}"]
+        failed: list[Reason] = []
+        passed = [Reason(ReasonCode.ACCEPTED, f"{count} record(s) accepted, newest seq {rec.seq}")]
         counters, st = rec.counters, rec.statement
         if counters["selections"] > 0:  # condition 2
             self._abstaining(counters, failed, passed)
             changed = counters.get("changed")
             shown = "" if changed is None else f"changed {changed}, "
-            passed.append(
+            text = (
                 f"selections {counters['selections']} of {counters['calls']} calls "
                 f"({shown}abstentions {counters['abstentions']}, "
                 f"failures {counters['failures']})"
             )
+            passed.append(Reason(ReasonCode.SELECTIONS, text))
         else:
-            failed.append(no_selection_reason(counters))
+            failed.append(Reason(ReasonCode.NO_SELECTIONS, no_selection_reason(counters)))
         age, window = self.now - st.issued_at, self.expected.heartbeat_window_s
         freshness = f"newest statement issued {age} s ago, heartbeat window {window} s"
         if st.issued_at >= self.now - window and st.expires_at >= self.now:  # condition 4
-            passed.append(f"fresh: {freshness}")
+            passed.append(Reason(ReasonCode.FRESH, f"fresh: {freshness}"))
         else:
-            failed.append(f"stale: {freshness}")
+            failed.append(Reason(ReasonCode.STALE, f"stale: {freshness}"))
         if self.max_idle is not None:
             self._idle(counters.get("last_dispatch_at"), failed, passed)
         alive = self.alive(rec.identity)  # condition 3
-        (passed if alive.alive else failed).append(alive.reason)
+        if alive.alive:
+            passed.append(Reason(ReasonCode.ALIVE, alive.reason))
+        else:
+            failed.append(Reason(ReasonCode.NOT_ALIVE, alive.reason))
+        pid = rec.identity.pid
         if alive.alive and self._descends is not None:
             if self._descends(rec.identity):
-                passed.append(f"process {rec.identity.pid} descends from the supervisor")
+                text = f"process {pid} descends from the supervisor"
+                passed.append(Reason(ReasonCode.DESCENDANT, text))
             else:
-                failed.append(
-                    f"process {rec.identity.pid} is not a descendant of the launch's supervisor"
-                )
+                text = f"process {pid} is not a descendant of the launch's supervisor"
+                failed.append(Reason(ReasonCode.NOT_DESCENDANT, text))
         if counters["dropped"]:
-            passed.append(f"note: the observer dropped {counters['dropped']} record(s)")
+            text = f"note: the observer dropped {counters['dropped']} record(s)"
+            passed.append(Reason(ReasonCode.DROPPED, text))
         return failed, passed
 
-    def _abstaining(self, counters: dict[str, Any], failed: list[str], passed: list[str]) -> None:
+    def _abstaining(
+        self, counters: dict[str, Any], failed: list[Reason], passed: list[Reason]
+    ) -> None:
         """RUNTIME.md "Round 3": a plugin called without selecting for longer than
         ``max_abstain_s`` does not cover its slot (a predictor gone away: every call
         abstains, the counters stay cumulative). Idle (no calls since the newest selection)
@@ -165,52 +180,59 @@ class Judge:
             return  # a 0.1 launch: nothing to say
         if type(last_call) is not int or type(last_selection) is not int:
             if self.expected.judges_abstention:  # a launch that asks, an observer that cannot say
-                failed.append(
+                text = (
                     f"abstention unknown: expected a counters record with last_selection_at "
                     f"(ecpa-dispatch-counters/0.3), found {counters.get('schema')} "
                     f"(max_abstain_s {limit} s)"
                 )
+                failed.append(Reason(ReasonCode.ABSTENTION_UNKNOWN, text))
             else:
-                passed.append(
+                text = (
                     f"note: abstention not judged, no last_selection_at in a "
                     f"{counters.get('schema')} record (max_abstain_s {limit} s)"
                 )
+                passed.append(Reason(ReasonCode.ABSTENTION_NOT_JUDGED, text))
             return
         span = last_call - last_selection
         if span > limit:
-            failed.append(
+            text = (
                 f"abstaining: called for {span} s after its newest selection without selecting "
                 f"(max_abstain_s {limit} s; {counters['calls']:,} calls, "
                 f"{counters['abstentions']:,} abstentions, {counters['failures']:,} failures "
                 "in all)"
             )
+            failed.append(Reason(ReasonCode.ABSTAINING, text))
         else:
-            passed.append(
+            text = (
                 f"selecting: newest selection {self.now - last_selection} s ago, calls without "
                 f"a selection for {max(span, 0)} s at most (max_abstain_s {limit} s)"
             )
+            passed.append(Reason(ReasonCode.SELECTING, text))
 
-    def _idle(self, last: object, failed: list[str], passed: list[str]) -> None:
+    def _idle(self, last: object, failed: list[Reason], passed: list[Reason]) -> None:
         assert self.max_idle is not None
         if type(last) is not int:
-            failed.append(
+            text = (
                 "idle unknown: no last_dispatch_at in the newest record "
                 f"(--max-idle {self.max_idle})"
             )
+            failed.append(Reason(ReasonCode.IDLE_UNKNOWN, text))
             return
         idle = self.now - last
         text = f"newest dispatch {idle} s ago, --max-idle {self.max_idle} s"
-        (failed if idle > self.max_idle else passed).append(
-            f"{'idle' if idle > self.max_idle else 'busy'}: {text}"
-        )
+        if idle > self.max_idle:
+            failed.append(Reason(ReasonCode.IDLE, f"idle: {text}"))
+        else:
+            passed.append(Reason(ReasonCode.BUSY, f"busy: {text}"))
 
     def single(self, stream: Stream) -> RuntimeStatus:
         """The verdict from one log: its newest accepted statement decides."""
-        failed: list[str] = []
-        passed: list[str] = []
+        failed: list[Reason] = []
+        passed: list[Reason] = []
         rec = stream.newest
         if rec is None:
-            failed.append("no valid evidence: no record of this launch verified")
+            text = "no valid evidence: no record of this launch verified"
+            failed.append(Reason(ReasonCode.NO_EVIDENCE, text))
         else:
             failed, passed = self.checks(rec, stream.accepted)
         return RuntimeStatus(
@@ -229,7 +251,7 @@ class Judge:
         )
 
     def _slot_status(
-        self, slot: Slot, rec: Accepted | None, covered: bool, reasons: Sequence[str]
+        self, slot: Slot, rec: Accepted | None, covered: bool, reasons: Sequence[Reason]
     ) -> SlotStatus:
         if rec is None:
             return SlotStatus(slot.name, False, None, None, None, None, None, None, tuple(reasons))
@@ -250,12 +272,14 @@ class Judge:
         self, slot: Slot, streams: list[Stream], claims: dict[ProcessIdentity, set[Slot]]
     ) -> SlotStatus:
         if not streams:
-            return self._slot_status(slot, None, False, ["no evidence"])
+            nothing = Reason(ReasonCode.NO_EVIDENCE, "no evidence")
+            return self._slot_status(slot, None, False, [nothing])
         live = [s for s in streams if s.newest is not None and self.alive(s.newest.identity).alive]
         dead = [s for s in streams if s not in live and s.newest is not None]
         if len(live) > 1:
             pids = sorted(s.newest.identity.pid for s in live if s.newest is not None)
-            reason = f"conflict: {len(live)} live processes claim it (pids {pids})"
+            text = f"conflict: {len(live)} live processes claim it (pids {pids})"
+            reason = Reason(ReasonCode.CONFLICT, text)
             newest = max(live, key=lambda s: s.newest.statement.issued_at if s.newest else 0)
             return self._slot_status(slot, newest.newest, False, [reason])
         if not live:
@@ -272,10 +296,14 @@ class Judge:
         failed, passed = self.checks(rec, stream.accepted)
         other = sorted(s.name for s in claims.get(rec.identity, set()) if s != slot)
         if other:
-            failed.insert(0, f"conflict: process {rec.identity.pid} also claims slot(s) {other}")
+            text = f"conflict: process {rec.identity.pid} also claims slot(s) {other}"
+            failed.insert(0, Reason(ReasonCode.CONFLICT, text))
         passed.extend(
-            f"superseded: pid {s.newest.identity.pid} (not alive) "
-            f"replaced by pid {rec.identity.pid}"
+            Reason(
+                ReasonCode.SUPERSEDED,
+                f"superseded: pid {s.newest.identity.pid} (not alive) "
+                f"replaced by pid {rec.identity.pid}",
+            )
             for s in dead
             if s.newest is not None
         )
@@ -287,12 +315,11 @@ class Judge:
         process might be a second live claimant: never the more permissive answer)."""
         if not reasons:
             return slot
-        return replace(
-            slot, covered=False, reasons=(*[f"undecided: {r}" for r in reasons], *slot.reasons)
-        )
+        first = tuple(Reason(ReasonCode.UNDECIDED, f"undecided: {r}") for r in reasons)
+        return replace(slot, covered=False, reasons=(*first, *slot.reasons))
 
     def launch(
-        self, streams: Iterable[Stream], *, supervisor: Liveness | None, skipped: list[str]
+        self, streams: Iterable[Stream], *, supervisor: Liveness | None, skipped: list[Reason]
     ) -> RuntimeStatus:
         """The verdict for a 0.2 launch: every obligated slot covered, supervisor alive."""
         walked = list(streams)
@@ -311,20 +338,28 @@ class Judge:
             self._undecided(self._slot(s, by_slot.get(s, []), claims), undecided.get(s, []))
             for s in self.expected.slots
         )
-        failed: list[str] = []
-        passed: list[str] = []
+        failed: list[Reason] = []
+        passed: list[Reason] = []
         if supervisor is not None:
             if supervisor.alive:
-                passed.append(f"supervisor: {supervisor.reason}")
+                text = f"supervisor: {supervisor.reason}"
+                passed.append(Reason(ReasonCode.SUPERVISOR_ALIVE, text))
             else:
-                failed.append(f"supervisor not alive: {supervisor.reason}")
+                text = f"supervisor not alive: {supervisor.reason}"
+                failed.append(Reason(ReasonCode.SUPERVISOR_NOT_ALIVE, text))
         covered = sum(s.covered for s in slots)
         line = f"coverage: {covered}/{len(slots)} slots"
-        (passed if covered == len(slots) else failed).append(line)
+        if covered == len(slots):
+            passed.append(Reason(ReasonCode.COVERAGE_COMPLETE, line))
+        else:
+            failed.append(Reason(ReasonCode.COVERAGE_INCOMPLETE, line))
         for slot in slots:
-            target = passed if slot.covered else failed
-            target.append(f"slot {slot.slot}: {'covered' if slot.covered else 'not covered'}")
-            target.extend(f"slot {slot.slot}: {reason}" for reason in slot.reasons)
+            if slot.covered:
+                target, said = passed, Reason(ReasonCode.COVERED, "covered")
+            else:
+                target, said = failed, Reason(ReasonCode.NOT_COVERED, "not covered")
+            target.append(said.in_slot(slot.slot))
+            target.extend(reason.in_slot(slot.slot) for reason in slot.reasons)
         notes = [*skipped]
         for stream in walked:
             notes.extend(stream.notes())

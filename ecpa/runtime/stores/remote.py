@@ -31,6 +31,7 @@ from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.judge import history
 from ecpa.runtime.judge.derive import verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.sources import FUTURE_GRACE_S, LOG_NAME, judge_sources
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import RuntimeStatus
@@ -234,10 +235,10 @@ def status_from_store(
                 "(`ecpa ship --launch DIR --db ...` stores it)",
             )
         where = f"launch {launch_id} in {store.where}"
-        clock_note = f"now: {now}, as given"
+        clock_note = Reason(ReasonCode.CLOCK, f"now: {now}, as given")
         if now is None:
             now = store.server_now()
-            clock_note = f"now: {now}, the database server's clock"
+            clock_note = Reason(ReasonCode.CLOCK, f"now: {now}, the database server's clock")
         expected = launch_from_bytes(row.launch_doc, where)
         if max_abstain is not None:  # replaces the launch's max_abstain_s
             expected = replace(expected, max_abstain_s=max_abstain, judges_abstention=True)
@@ -258,11 +259,12 @@ def status_from_store(
             trust_store = _trust(row.trust_doc, f"trust store of {where}")
             basis = "shipped:" + hashlib.sha256(row.trust_doc).hexdigest()
         save = save_checkpoints and trust is None
-        skipped: list[str] = []
+        skipped: list[Reason] = []
         sources = []
         for name in store.sources(launch_id):
             if not LOG_NAME.fullmatch(name):
-                skipped.append(f"stored log {name!r}: not a process log name, skipped")
+                text = f"stored log {name!r}: not a process log name, skipped"
+                skipped.append(Reason(ReasonCode.SKIPPED, text))
                 continue
             position = store.position(launch_id, name)
             end = 0 if position is None else position.end
@@ -310,11 +312,11 @@ def status_from_store(
         descends=None,
         supervisor=supervisor,
         max_idle=max_idle,
-        skipped=[*skipped, *notes, REMOTE_NOTE, clock_note],
+        skipped=[*skipped, *notes, Reason(ReasonCode.FROM_STORE, REMOTE_NOTE), clock_note],
     )
     if row.exit_doc is None:
         return status
-    ended = ended_from_bytes(row.exit_doc)
+    ended = Reason(ReasonCode.LAUNCH_ENDED, ended_from_bytes(row.exit_doc))
     return replace(status, effective=False, reasons=(ended, *status.reasons))
 
 

@@ -1,0 +1,162 @@
+"""The reasons of a derivation (RUNTIME.md "Status output always lists the reasons"; STYLE
+rule 13): each a stable :class:`ReasonCode` beside its text for people. API consumers,
+metrics and tests match the code; the text may be reworded.
+
+A code names one outcome: a check that passed and the same check failed have different
+codes (``fresh``/``stale``), and every code in :data:`FAILING` makes what it is about false
+(a slot not covered, ``runtime_effective`` false); the others either passed or are notes.
+docs/runtime.md lists every code with its meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+__all__ = ["FAILING", "Reason", "ReasonCode"]
+
+
+class ReasonCode(str, Enum):
+    """Stable reason codes; the value is what ``ecpa status --json`` writes."""
+
+    # A process's newest accepted record (RUNTIME.md conditions 2 to 4, "Round 3").
+    #: Passed: records of this process accepted, and the newest seq.
+    ACCEPTED = "accepted"
+    #: Passed: the newest record shows selections > 0 (with its counts).
+    SELECTIONS = "selections"
+    #: Failed: the newest record shows no selection; the text gives the counts and the cause.
+    NO_SELECTIONS = "no_selections"
+    #: Passed: the plugin selected within ``max_abstain_s`` of its newest call.
+    SELECTING = "selecting"
+    #: Failed: called for longer than ``max_abstain_s`` after its newest selection.
+    ABSTAINING = "abstaining"
+    #: Failed: the launch judges abstention, the record cannot say (no ``last_selection_at``).
+    ABSTENTION_UNKNOWN = "abstention_unknown"
+    #: Note: abstention not judged (an older launch, a record without ``last_selection_at``).
+    ABSTENTION_NOT_JUDGED = "abstention_not_judged"
+    #: Passed: issued within the heartbeat window and not expired.
+    FRESH = "fresh"
+    #: Failed: issued before the heartbeat window, or expired.
+    STALE = "stale"
+    #: Passed (``--max-idle``): the newest dispatch is recent enough.
+    BUSY = "busy"
+    #: Failed (``--max-idle``): the newest dispatch is older than ``--max-idle``.
+    IDLE = "idle"
+    #: Failed (``--max-idle``): the record has no ``last_dispatch_at``.
+    IDLE_UNKNOWN = "idle_unknown"
+    #: Passed: the process the record names is alive now.
+    ALIVE = "alive"
+    #: Failed: that process is not alive now, or its liveness is unknown.
+    NOT_ALIVE = "not_alive"
+    #: Passed: the process still descends from the launch's supervisor.
+    DESCENDANT = "descendant"
+    #: Failed: the process is no longer a descendant of the launch's supervisor.
+    NOT_DESCENDANT = "not_descendant"
+    #: Note: the observer dropped records (its counters say how many).
+    DROPPED = "dropped"
+    # A slot (RUNTIME.md "Slots").
+    #: Failed: no record of this launch verified (for a slot, or for the one 0.1 log).
+    NO_EVIDENCE = "no_evidence"
+    #: Failed: two live processes claim one slot, or one process claims two slots.
+    CONFLICT = "conflict"
+    #: Note: a dead process replaced by a live one in its slot.
+    SUPERSEDED = "superseded"
+    #: Failed: a log of this slot cannot say which record decides for it.
+    UNDECIDED = "undecided"
+    #: Passed: the slot is covered (launch level, with ``slot``).
+    COVERED = "covered"
+    #: Failed: the slot is not covered (launch level, with ``slot``; its reasons follow).
+    NOT_COVERED = "not_covered"
+    # The launch.
+    #: Passed: every obligated slot is covered.
+    COVERAGE_COMPLETE = "coverage_complete"
+    #: Failed: some obligated slot is not covered.
+    COVERAGE_INCOMPLETE = "coverage_incomplete"
+    #: Passed: the supervisor is alive, or recorded the launch's end.
+    SUPERVISOR_ALIVE = "supervisor_alive"
+    #: Failed: the supervisor is not alive, or not known to be.
+    SUPERVISOR_NOT_ALIVE = "supervisor_not_alive"
+    #: Failed: the launch has ended (``exit.json``); the text says how.
+    LAUNCH_ENDED = "launch_ended"
+    #: Failed: the launch has ended and its evidence could not be read.
+    EVIDENCE_UNREADABLE = "evidence_unreadable"
+    #: Note: a 0.1 launch; the text names the 0.2 checks that could not be made.
+    V01_LAUNCH = "v01_launch"
+    #: Note (``--db``): judged from an evidence store; what could not be checked from here.
+    FROM_STORE = "from_store"
+    #: Note (``--db``): the derivation time, and where it came from.
+    CLOCK = "clock"
+    # The logs.
+    #: Note: sequence numbers missing in a log.
+    GAP = "gap"
+    #: Note: lines cut short by a crash, skipped.
+    TORN = "torn"
+    #: Note: older records past ``expires_at``, skipped.
+    EXPIRED = "expired"
+    #: Note: a refused record (where, its error code, why), or how many more were refused.
+    REFUSED = "refused"
+    #: Note: a file or stored log not read as a process log.
+    SKIPPED = "skipped"
+    #: Note: the launch has no evidence directory yet.
+    NO_EVIDENCE_DIR = "no_evidence_dir"
+    #: Note: a log's history not walked to its end yet (the rest at the next status).
+    HISTORY_PARTIAL = "history_partial"
+    #: Note: a history checkpoint could not be saved.
+    CHECKPOINT_NOT_SAVED = "checkpoint_not_saved"
+
+
+#: The codes that make what they are about false: a slot whose reasons hold one is not
+#: covered, a status whose reasons hold one is not effective, and the converse.
+FAILING = frozenset(
+    {
+        ReasonCode.NO_SELECTIONS,
+        ReasonCode.ABSTAINING,
+        ReasonCode.ABSTENTION_UNKNOWN,
+        ReasonCode.STALE,
+        ReasonCode.IDLE,
+        ReasonCode.IDLE_UNKNOWN,
+        ReasonCode.NOT_ALIVE,
+        ReasonCode.NOT_DESCENDANT,
+        ReasonCode.NO_EVIDENCE,
+        ReasonCode.CONFLICT,
+        ReasonCode.UNDECIDED,
+        ReasonCode.NOT_COVERED,
+        ReasonCode.COVERAGE_INCOMPLETE,
+        ReasonCode.SUPERVISOR_NOT_ALIVE,
+        ReasonCode.LAUNCH_ENDED,
+        ReasonCode.EVIDENCE_UNREADABLE,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason of a status: its stable ``code``, its ``text`` for people and, at the
+    launch level, the ``slot`` it is about (its text then begins ``slot <name>: ``; a
+    slot's own reasons leave it None: the slot is theirs)."""
+
+    code: ReasonCode
+    text: str
+    slot: str | None = None
+
+    def __post_init__(self) -> None:
+        # Only defined codes: a plain string is taken for its member, another one raises
+        # ValueError (a bug here, never an input).
+        object.__setattr__(self, "code", ReasonCode(self.code))
+
+    @property
+    def fails(self) -> bool:
+        """Whether this reason makes what it is about false (its code is in FAILING)."""
+        return self.code in FAILING
+
+    def in_slot(self, slot: str) -> Reason:
+        """This reason of slot ``slot``, as the launch level states it."""
+        return Reason(self.code, f"slot {slot}: {self.text}", slot)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape (``ecpa status --json``): code and text, and slot when set."""
+        doc: dict[str, Any] = {"code": self.code.value, "text": self.text}
+        if self.slot is not None:
+            doc["slot"] = self.slot
+        return doc
