@@ -21,7 +21,7 @@ import ecpa
 from ecpa.profile.b64 import b64u_encode
 from ecpa.runtime.host.status import status_from_files, status_from_launch_dir
 from ecpa.runtime.judge.derive import RuntimeStatus, derive
-from ecpa.runtime.judge.records import parse_counters
+from ecpa.runtime.model.counters import parse_counters
 from ecpa.runtime.model.evidence import LogLine, evidence_digest, read_log
 from ecpa.runtime.model.launch import ExpectedLaunch, expected_from_dict, launch_from_file
 from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive, read_identity
@@ -637,7 +637,7 @@ _V3 = {
 
 @pytest.mark.parametrize("changes", [{}, _V2, _V3], ids=["0.1", "0.2", "0.3"])
 def test_each_counters_schema_parses_with_exactly_its_members(changes: dict[str, Any]) -> None:
-    obj = parse_counters(counters(1, **changes))[1]
+    obj = parse_counters(counters(1, **changes)).to_dict()
     assert obj["schema"] == changes.get("schema", "ecpa-dispatch-counters/0.1")
     for member, value in changes.items():
         assert obj[member] == value

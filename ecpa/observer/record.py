@@ -9,11 +9,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ecpa.profile.jcs import canonicalize
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.sign import sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.runtime.judge.records import COUNTERS_SCHEMA
+from ecpa.runtime.model.counters import COUNTERS_SCHEMA, Counters, CountersProcess
 from ecpa.runtime.model.enroll import nonce_for
 from ecpa.runtime.model.evidence import Evidence, evidence_digest
 from ecpa.runtime.model.launch import Slot
@@ -55,31 +54,29 @@ def ttl_for(emit_interval_s: float) -> int:
 
 
 def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
-    """The raw counters record (schema ``ecpa-dispatch-counters/0.3``) as JCS bytes: exactly
-    the members :mod:`ecpa.runtime.judge.records` accepts."""
-    return canonicalize(
-        {
-            "schema": COUNTERS_SCHEMA,
-            "plugin_id": plugin_id,
-            "seq": window.seq,
-            "process": {
-                "host": identity.host,
-                "pid": identity.pid,
-                "start_ticks": identity.start_ticks,
-                "boot_id": identity.boot_id,
-            },
-            "calls": window.calls,
-            "selections": window.selections,
-            "changed": window.changed,
-            "abstentions": window.abstentions,
-            "failures": window.failures,
-            "dropped": window.dropped,
-            "window_start": window.start,
-            "window_end": window.end,
-            "last_dispatch_at": window.last_dispatch_at,
-            "last_selection_at": window.last_selection_at,
-        }
-    )
+    """The raw counters record (schema ``ecpa-dispatch-counters/0.3``) as JCS bytes: a
+    :class:`~ecpa.runtime.model.counters.Counters`, the very model a reader parses."""
+    return Counters(
+        schema=COUNTERS_SCHEMA,
+        plugin_id=plugin_id,
+        seq=window.seq,
+        process=CountersProcess(
+            host=identity.host,
+            pid=identity.pid,
+            start_ticks=identity.start_ticks,
+            boot_id=identity.boot_id,
+        ),
+        calls=window.calls,
+        selections=window.selections,
+        changed=window.changed,
+        abstentions=window.abstentions,
+        failures=window.failures,
+        dropped=window.dropped,
+        window_start=window.start,
+        window_end=window.end,
+        last_dispatch_at=window.last_dispatch_at,
+        last_selection_at=window.last_selection_at,
+    ).to_bytes()
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Policy
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.judge.records import COUNTERS_SCHEMA, check_record
+from ecpa.runtime.judge.records import check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import Judge, RuntimeStatus, SlotStatus
+from ecpa.runtime.model.counters import COUNTERS_SCHEMA
 from ecpa.runtime.model.evidence import LogLine
 from ecpa.runtime.model.launch import ExpectedLaunch
 from ecpa.runtime.model.process import Liveness, ProcessIdentity

@@ -21,70 +21,19 @@ raises the first failure; sequence order and replay are the stream's business
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import fingerprint
-from ecpa.profile.jcs import canonicalize
-from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, describe_validation
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.statement import Statement
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy, verify
+from ecpa.runtime.model.counters import Counters, parse_counters
 from ecpa.runtime.model.enroll import kid_for, log_name, nonce_for
 from ecpa.runtime.model.evidence import Evidence, evidence_digest
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import ProcessIdentity
 
-__all__ = [
-    "COUNTERS_SCHEMA",
-    "COUNTERS_SCHEMA_01",
-    "COUNTERS_SCHEMA_02",
-    "Accepted",
-    "check_record",
-    "parse_counters",
-]
-
-COUNTERS_SCHEMA = "ecpa-dispatch-counters/0.3"
-COUNTERS_SCHEMA_02 = "ecpa-dispatch-counters/0.2"
-COUNTERS_SCHEMA_01 = "ecpa-dispatch-counters/0.1"
-#: The members each schema adds to the one before (RUNTIME.md "Evidence record", "Round 3").
-_ADDED = {
-    COUNTERS_SCHEMA_01: (),
-    COUNTERS_SCHEMA_02: ("last_dispatch_at",),
-    COUNTERS_SCHEMA: ("last_dispatch_at", "changed", "last_selection_at"),
-}
-_VERSIONED = ("last_dispatch_at", "changed", "last_selection_at")
-_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-class _CountersProcess(BaseModel):
-    model_config = _STRICT
-    host: NonEmptyStr
-    pid: SafeInt
-    start_ticks: SafeInt
-    boot_id: NonEmptyStr
-
-
-class _Counters(BaseModel):
-    """The raw counters record (RUNTIME.md "Evidence record"), exactly these members."""
-
-    model_config = _STRICT
-    schema_: str  # renamed below: "schema" shadows a pydantic attribute
-    plugin_id: NonEmptyStr
-    seq: SafeInt
-    process: _CountersProcess
-    calls: SafeInt
-    selections: SafeInt
-    abstentions: SafeInt
-    failures: SafeInt
-    dropped: SafeInt
-    window_start: SafeInt
-    window_end: SafeInt
-    last_dispatch_at: SafeInt | None = None
-    changed: SafeInt | None = None
-    last_selection_at: SafeInt | None = None
+__all__ = ["Accepted", "check_record"]
 
 
 def _invalid(detail: str) -> EcpaError:
@@ -96,68 +45,6 @@ def _mismatch(field: str, expected: object, found: object) -> EcpaError:
         ErrorCode.BINDING_MISMATCH,
         f"record for another launch: {field} (expected {expected!r}, found {found!r})",
     )
-
-
-def parse_counters(data: bytes) -> tuple[_Counters, dict[str, Any]]:
-    """The counters record, strictly: strict JSON, its own JCS form, known members only
-    (0.3 carries ``last_dispatch_at`` and ``last_selection_at``, each an integer or null, and
-    ``changed``, an integer; 0.2 only ``last_dispatch_at``; 0.1 none of them).
-
-    Raises:
-        EcpaError: the strict-JSON codes, or ``ECPA_INVALID_RECORD`` naming what is wrong.
-    """
-    obj = parse_object(data, what="host evidence")
-    if canonicalize(obj) != data:
-        raise _invalid("expected host evidence in its RFC 8785 canonical form, found other bytes")
-    schema = obj.get("schema")
-    if type(schema) is not str or schema not in _ADDED:
-        raise _invalid(
-            f"expected host evidence schema {COUNTERS_SCHEMA!r} (or {COUNTERS_SCHEMA_02!r}, "
-            f"{COUNTERS_SCHEMA_01!r}), found {schema!r}"
-        )
-    added = _ADDED[schema]
-    for member in _VERSIONED:
-        if (member in added) != (member in obj):
-            want = "with" if member in added else "without"
-            raise _invalid(f"expected a {schema} record {want} member {member!r}")
-    if "changed" in obj and obj["changed"] is None:
-        raise _invalid("expected member 'changed' to be an integer, found null")
-    fields = {("schema_" if k == "schema" else k): v for k, v in obj.items()}
-    try:
-        counters = _Counters(**fields)
-    except ValidationError as exc:
-        raise _invalid(f"counters record: {describe_validation(exc, 'counters')}") from None
-    if schema == COUNTERS_SCHEMA:
-        _check_consistent(counters)
-    return counters, obj
-
-
-def _check_consistent(c: _Counters) -> None:
-    """0.3: the counts add up as the observer counts them (each call exactly one outcome; a
-    changed decision is a selection; a newest time exactly when there was one, the newest
-    selection no later than the newest dispatch). Older records are taken as they are."""
-    problems = []
-    if c.selections + c.abstentions + c.failures != c.calls:
-        problems.append(
-            f"selections + abstentions + failures = "
-            f"{c.selections + c.abstentions + c.failures}, calls = {c.calls}"
-        )
-    if c.changed is not None and c.changed > c.selections:
-        problems.append(f"changed {c.changed} > selections {c.selections}")
-    if (c.last_dispatch_at is None) != (c.calls == 0):
-        problems.append(f"last_dispatch_at {c.last_dispatch_at} with {c.calls} calls")
-    if (c.last_selection_at is None) != (c.selections == 0):
-        problems.append(f"last_selection_at {c.last_selection_at} with {c.selections} selections")
-    if (
-        c.last_selection_at is not None
-        and c.last_dispatch_at is not None
-        and c.last_selection_at > c.last_dispatch_at
-    ):
-        problems.append(
-            f"last_selection_at {c.last_selection_at} after last_dispatch_at {c.last_dispatch_at}"
-        )
-    if problems:
-        raise _invalid(f"expected consistent {COUNTERS_SCHEMA} counts, found {'; '.join(problems)}")
 
 
 def _check_launch(st: Statement, expected: ExpectedLaunch) -> None:
@@ -180,7 +67,7 @@ class Accepted:
     """A record that passed every check of its own."""
 
     statement: Statement
-    counters: dict[str, Any]
+    counters: Counters
     seq: int
     identity: ProcessIdentity
     slot: Slot
@@ -269,7 +156,7 @@ def check_record(
             ErrorCode.EVIDENCE_DIGEST_MISMATCH,
             f"expected host evidence hashing to {st.evidence_digest}, found {digest}",
         )
-    counters, raw = parse_counters(evidence.host_evidence)
+    counters = parse_counters(evidence.host_evidence)
     if counters.plugin_id != expected.plugin_id:
         raise _mismatch("counters.plugin_id", expected.plugin_id, counters.plugin_id)
     identity = _identity(st)
@@ -285,4 +172,4 @@ def check_record(
     else:
         _check_process_key(st, expected, identity, slot, counters.seq, file_kid)
     mark = fingerprint(evidence.payload, evidence.detached_jws)
-    return Accepted(st, raw, counters.seq, identity, slot, mark)
+    return Accepted(st, counters, counters.seq, identity, slot, mark)

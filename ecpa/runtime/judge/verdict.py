@@ -24,6 +24,7 @@ from ecpa.profile.statement import Statement
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted
 from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.model.counters import COUNTERS_SCHEMA_01, Counters
 from ecpa.runtime.model.enroll import parse_kid
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
@@ -37,11 +38,11 @@ _ABSTAINED = (
 )
 
 
-def no_selection_reason(counters: dict[str, Any]) -> str:
+def no_selection_reason(counters: Counters) -> str:
     """Why a record with ``selections == 0`` does not count, with its counts: the plugin was
     never called (no preemption happened), or it was called and never chose a victim (it
     abstained: no builtin victim carried a prediction, or the bypass is set; or it failed)."""
-    calls, abstentions, failures = counters["calls"], counters["abstentions"], counters["failures"]
+    calls, abstentions, failures = counters.calls, counters.abstentions, counters.failures
     if calls == 0:
         return "no selections: the plugin was not called (no preemption has happened)"
     if abstentions == calls:
@@ -127,14 +128,14 @@ class Judge:
         failed: list[Reason] = []
         passed = [Reason(ReasonCode.ACCEPTED, f"{count} record(s) accepted, newest seq {rec.seq}")]
         counters, st = rec.counters, rec.statement
-        if counters["selections"] > 0:  # condition 2
+        if counters.selections > 0:  # condition 2
             self._abstaining(counters, failed, passed)
-            changed = counters.get("changed")
+            changed = counters.changed
             shown = "" if changed is None else f"changed {changed}, "
             text = (
-                f"selections {counters['selections']} of {counters['calls']} calls "
-                f"({shown}abstentions {counters['abstentions']}, "
-                f"failures {counters['failures']})"
+                f"selections {counters.selections} of {counters.calls} calls "
+                f"({shown}abstentions {counters.abstentions}, "
+                f"failures {counters.failures})"
             )
             passed.append(Reason(ReasonCode.SELECTIONS, text))
         else:
@@ -146,7 +147,7 @@ class Judge:
         else:
             failed.append(Reason(ReasonCode.STALE, f"stale: {freshness}"))
         if self.max_idle is not None:
-            self._idle(counters.get("last_dispatch_at"), failed, passed)
+            self._idle(counters.last_dispatch_at, failed, passed)
         alive = self.alive(rec.identity)  # condition 3
         if alive.alive:
             passed.append(Reason(ReasonCode.ALIVE, alive.reason))
@@ -160,36 +161,34 @@ class Judge:
             else:
                 text = f"process {pid} is not a descendant of the launch's supervisor"
                 failed.append(Reason(ReasonCode.NOT_DESCENDANT, text))
-        if counters["dropped"]:
-            text = f"note: the observer dropped {counters['dropped']} record(s)"
+        if counters.dropped:
+            text = f"note: the observer dropped {counters.dropped} record(s)"
             passed.append(Reason(ReasonCode.DROPPED, text))
         return failed, passed
 
-    def _abstaining(
-        self, counters: dict[str, Any], failed: list[Reason], passed: list[Reason]
-    ) -> None:
+    def _abstaining(self, counters: Counters, failed: list[Reason], passed: list[Reason]) -> None:
         """RUNTIME.md "Round 3": a plugin called without selecting for longer than
         ``max_abstain_s`` does not cover its slot (a predictor gone away: every call
         abstains, the counters stay cumulative). Idle (no calls since the newest selection)
         is not abstaining. A record without ``last_selection_at`` (0.1, 0.2) cannot say: it
         does not cover a slot of a launch that names ``max_abstain_s``."""
-        last_call = counters.get("last_dispatch_at")
-        last_selection = counters.get("last_selection_at")
+        last_call = counters.last_dispatch_at
+        last_selection = counters.last_selection_at
         limit = self.expected.max_abstain_s
-        if counters.get("schema") == "ecpa-dispatch-counters/0.1":
+        if counters.schema_ == COUNTERS_SCHEMA_01:
             return  # a 0.1 launch: nothing to say
         if type(last_call) is not int or type(last_selection) is not int:
             if self.expected.judges_abstention:  # a launch that asks, an observer that cannot say
                 text = (
                     f"abstention unknown: expected a counters record with last_selection_at "
-                    f"(ecpa-dispatch-counters/0.3), found {counters.get('schema')} "
+                    f"(ecpa-dispatch-counters/0.3), found {counters.schema_} "
                     f"(max_abstain_s {limit} s)"
                 )
                 failed.append(Reason(ReasonCode.ABSTENTION_UNKNOWN, text))
             else:
                 text = (
                     f"note: abstention not judged, no last_selection_at in a "
-                    f"{counters.get('schema')} record (max_abstain_s {limit} s)"
+                    f"{counters.schema_} record (max_abstain_s {limit} s)"
                 )
                 passed.append(Reason(ReasonCode.ABSTENTION_NOT_JUDGED, text))
             return
@@ -197,8 +196,8 @@ class Judge:
         if span > limit:
             text = (
                 f"abstaining: called for {span} s after its newest selection without selecting "
-                f"(max_abstain_s {limit} s; {counters['calls']:,} calls, "
-                f"{counters['abstentions']:,} abstentions, {counters['failures']:,} failures "
+                f"(max_abstain_s {limit} s; {counters.calls:,} calls, "
+                f"{counters.abstentions:,} abstentions, {counters.failures:,} failures "
                 "in all)"
             )
             failed.append(Reason(ReasonCode.ABSTAINING, text))
@@ -239,7 +238,7 @@ class Judge:
             effective=not failed,
             reasons=tuple(failed + passed + stream.notes()),
             newest=rec.statement if rec else None,
-            counters=rec.counters if rec else None,
+            counters=rec.counters.to_dict() if rec else None,
             accepted=stream.accepted,
             refused=dict(stream.refused),
             torn=stream.torn,
@@ -255,7 +254,7 @@ class Judge:
     ) -> SlotStatus:
         if rec is None:
             return SlotStatus(slot.name, False, None, None, None, None, None, None, tuple(reasons))
-        last = rec.counters.get("last_dispatch_at")
+        last = rec.counters.last_dispatch_at
         return SlotStatus(
             slot.name,
             covered,
@@ -264,7 +263,7 @@ class Judge:
             rec.seq,
             self.now - rec.statement.issued_at,
             last if type(last) is int else None,
-            rec.counters,
+            rec.counters.to_dict(),
             tuple(reasons),
         )
 
@@ -373,7 +372,7 @@ class Judge:
             effective=not failed,
             reasons=tuple(failed + passed + notes),
             newest=newest.statement if newest else None,
-            counters=newest.counters if newest else None,
+            counters=newest.counters.to_dict() if newest else None,
             accepted=sum(s.accepted for s in walked),
             refused=refused,
             torn=sum(s.torn for s in walked),

@@ -1,0 +1,69 @@
+"""The counters record defined once (RUNTIME.md "Evidence record"): the observer writes a
+``Counters``, a reader parses the same class back, strictly."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.observer.record import Window, counters_record
+from ecpa.profile.jcs import canonicalize
+from ecpa.runtime.model.counters import COUNTERS_SCHEMA_02, Counters, parse_counters
+from ecpa.runtime.model.process import ProcessIdentity
+
+WHO = ProcessIdentity("host-a", 4242, 777, "boot-1")
+
+
+@given(
+    st.integers(0, 1000),
+    st.integers(0, 1000),
+    st.integers(0, 1000),
+    st.integers(0, 10),
+    st.integers(1, 2**40),
+)
+def test_what_the_observer_writes_the_reader_reads_back(
+    selections: int, abstentions: int, failures: int, dropped: int, seq: int
+) -> None:
+    calls = selections + abstentions + failures
+    changed = selections // 2
+    last = 1_700_000_000 if calls else None
+    window = Window(
+        seq, calls, selections, abstentions, failures, dropped, 10, 20, last, changed,
+        last if selections else None,
+    )  # fmt: skip
+    data = counters_record("org.example.plugin", WHO, window)
+    parsed = parse_counters(data)
+    assert parsed.to_bytes() == data
+    assert (parsed.calls, parsed.selections, parsed.changed, parsed.seq) == (
+        calls,
+        selections,
+        changed,
+        seq,
+    )
+    assert parsed.process.pid == WHO.pid
+
+
+def test_a_member_by_its_field_name_is_refused() -> None:
+    """``schema_`` is the field's name in Python, never a member of the record."""
+    data = counters_record("p", WHO, Window(1, 0, 0, 0, 0, 0, 1, 2, None, 0, None))
+    doc = parse_counters(data).to_dict()
+    forged = canonicalize({**doc, "schema_": doc["schema"]})
+    with pytest.raises(EcpaError) as caught:
+        parse_counters(forged)
+    assert caught.value.code is ErrorCode.INVALID_RECORD
+
+
+def test_an_older_record_has_exactly_its_schemas_members() -> None:
+    doc = parse_counters(
+        counters_record("p", WHO, Window(1, 2, 1, 1, 0, 0, 1, 2, 5, 0, 5))
+    ).to_dict()
+    for member in ("changed", "last_selection_at"):
+        del doc[member]
+    older = canonicalize({**doc, "schema": COUNTERS_SCHEMA_02})
+    parsed = parse_counters(older)
+    assert isinstance(parsed, Counters)
+    assert parsed.to_bytes() == older  # no member of 0.3 appears
+    with pytest.raises(EcpaError, match="without member 'changed'"):
+        parse_counters(canonicalize({**doc, "schema": COUNTERS_SCHEMA_02, "changed": 0}))
