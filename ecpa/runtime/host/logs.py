@@ -19,8 +19,9 @@ from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
 from ecpa.runtime.judge import history, tail
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.judge.sources import LOG_NAME, judge_sources
+from ecpa.runtime.judge.sources import judge_sources
 from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine
 from ecpa.runtime.model.launch import ExpectedLaunch
 

@@ -26,6 +26,7 @@ from ecpa.runtime.judge.records import check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import Judge, RuntimeStatus, SlotStatus
 from ecpa.runtime.model.counters import COUNTERS_SCHEMA
+from ecpa.runtime.model.enroll import kid_of_log, parse_kid
 from ecpa.runtime.model.evidence import LogLine
 from ecpa.runtime.model.launch import ExpectedLaunch
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
@@ -147,7 +148,8 @@ def derive_launch(
     fence: ReplayFence = fence_or_memory(replay)
     walked = []
     for name, lines in sorted(streams.items()):
-        kid = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+        kid = kid_of_log(name)
+        named = parse_kid(kid)
         walked.append(
             walk(
                 lines,
@@ -160,6 +162,7 @@ def derive_launch(
                 file_kid=kid,
             )
         )
+        walked[-1].slot = named[0] if named else None
     judge = Judge(expected, now, liveness, descends=descends, max_idle=max_idle)
     return judge.launch(walked, supervisor=supervisor, skipped=list(skipped))
 

@@ -7,7 +7,6 @@ history walked forward from the last checkpoint within a time budget
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
@@ -21,20 +20,20 @@ from ecpa.runtime.judge.derive import walk
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted, check_record
 from ecpa.runtime.judge.stream import Stream
+from ecpa.runtime.model.enroll import kid_of_log, parse_kid
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is_json, parse_record
 from ecpa.runtime.model.launch import ExpectedLaunch
 
-__all__ = ["FUTURE_GRACE_S", "LOG_NAME", "LogSource", "judge_sources"]
-
-#: What a process log is called: ``<role>.<ordinal>-<pid>-<ticks>.jsonl`` (its key id).
-LOG_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\.[0-9]{1,5}-[0-9]{1,20}-[0-9]{1,20}\.jsonl")
+__all__ = ["FUTURE_GRACE_S", "LogSource", "judge_sources"]
 
 
 def _merge(ck: history.Checkpoint, decision: tail.TailDecision, name: str) -> Stream:
     """The history's facts, and the record the log's end decides by."""
     h = ck.stream
+    named = parse_kid(kid_of_log(name))
     merged = Stream(
         name=name,
+        slot=named[0] if named else None,
         accepted=h.accepted,
         refused=dict(h.refused),
         listed=list(h.listed),
@@ -175,7 +174,7 @@ def judge_sources(
     notes: list[Reason] = []
     for source in sources:
         name = source.name
-        kid = name[: -len(".jsonl")]
+        kid = kid_of_log(name)
 
         def check(evidence: Evidence, kid: str = kid) -> Accepted:
             rec = check_record(evidence, store, expected, now=now, policy=policy, file_kid=kid)

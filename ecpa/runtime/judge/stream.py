@@ -9,6 +9,7 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence, record_nonce
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted
+from ecpa.runtime.model.launch import Slot
 
 __all__ = ["MAX_LISTED", "Stream"]
 
@@ -22,6 +23,8 @@ class Stream:
     checkpoint keeps these facts between calls, see :mod:`ecpa.runtime.judge.history`)."""
 
     name: str | None = None
+    #: The slot its log's key id names (None: not a process log), parsed where it was read.
+    slot: Slot | None = None
     accepted: int = 0
     refused: dict[str, int] = field(default_factory=dict)
     listed: list[str] = field(default_factory=list)

@@ -25,7 +25,6 @@ from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.counters import COUNTERS_SCHEMA_01, Counters
-from ecpa.runtime.model.enroll import parse_kid
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
 
@@ -330,9 +329,8 @@ class Judge:
                 claims.setdefault(stream.newest.identity, set()).add(stream.newest.slot)
         undecided: dict[Slot, list[str]] = {}
         for stream in walked:
-            named = parse_kid(stream.name[: -len(".jsonl")]) if stream.name else None
-            if stream.undecided is not None and named is not None:
-                undecided.setdefault(named[0], []).append(f"{stream.name}: {stream.undecided}")
+            if stream.undecided is not None and stream.slot is not None:
+                undecided.setdefault(stream.slot, []).append(f"{stream.name}: {stream.undecided}")
         slots = tuple(
             self._undecided(self._slot(s, by_slot.get(s, []), claims), undecided.get(s, []))
             for s in self.expected.slots

@@ -30,11 +30,14 @@ from ecpa.runtime.model.process import ProcessIdentity
 
 __all__ = [
     "ENROLL_SCHEMA",
+    "LOG_NAME",
+    "LOG_SUFFIX",
     "MAX_MESSAGE",
     "REPLY_SCHEMA",
     "Request",
     "enroll",
     "kid_for",
+    "kid_of_log",
     "log_name",
     "nonce_for",
     "parse_kid",
@@ -47,6 +50,10 @@ ENROLL_SCHEMA = "ecpa-enroll/0.2"
 REPLY_SCHEMA = "ecpa-enroll-reply/0.2"
 MAX_MESSAGE = 4096
 _KID = re.compile(r"([a-z][a-z0-9_-]{0,63})\.([0-9]{1,5})-([0-9]{1,20})-([0-9]{1,20})")
+#: A process's evidence log is its key id and this suffix.
+LOG_SUFFIX = ".jsonl"
+#: What a process log is called: ``<role>.<ordinal>-<pid>-<ticks>.jsonl`` (its key id).
+LOG_NAME = re.compile(_KID.pattern + re.escape(LOG_SUFFIX))
 
 
 def kid_for(slot: Slot, identity: ProcessIdentity) -> str:
@@ -68,7 +75,13 @@ def parse_kid(kid: str) -> tuple[Slot, int, int] | None:
 
 def log_name(kid: str) -> str:
     """The evidence log file of the process a key id names: ``<kid>.jsonl``."""
-    return f"{kid}.jsonl"
+    return f"{kid}{LOG_SUFFIX}"
+
+
+def kid_of_log(name: str) -> str:
+    """The key id a log file's name carries: the name without its ``.jsonl`` (a name without
+    it is taken as it is)."""
+    return name[: -len(LOG_SUFFIX)] if name.endswith(LOG_SUFFIX) else name
 
 
 def nonce_for(challenge: str, slot: Slot, identity: ProcessIdentity, seq: int) -> str:

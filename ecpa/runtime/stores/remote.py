@@ -32,9 +32,10 @@ from ecpa.runtime.judge import history
 from ecpa.runtime.judge.derive import verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.judge.sources import FUTURE_GRACE_S, LOG_NAME, judge_sources
+from ecpa.runtime.judge.sources import FUTURE_GRACE_S, judge_sources
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.evidence import LogLine, parse_record
 from ecpa.runtime.model.launch import ended_from_bytes, launch_from_bytes
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
