@@ -21,7 +21,7 @@ import pytest
 from bench.launchdir import Written, write_launch
 from ecpa.runtime.host.ship import BATCH_BYTES, _complete_lines
 from ecpa.runtime.host.status import status_from_launch_dir
-from ecpa.runtime.judge import history, sources, tail
+from ecpa.runtime.judge import history, sources
 from ecpa.runtime.judge.history import checkpoint_name
 from ecpa.runtime.judge.reasons import ReasonCode
 
@@ -59,13 +59,13 @@ def test_the_tail_reads_a_bounded_amount_of_a_blank_end(
         reads.append(n)
         return real(fd, n, offset)
 
-    monkeypatch.setattr(tail.os, "pread", counting)
+    monkeypatch.setattr(sources.os, "pread", counting)
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert tail.newest_lines(fd, path.stat().st_size) == []  # 64 blank lines: nothing
+        assert sources.newest_lines(fd, path.stat().st_size) == []  # 64 blank lines: nothing
         assert len(reads) == 1
         small = path.stat().st_size - (4 << 20) + 63
-        assert tail.newest_lines(fd, small) == [(0, b'{"a": 1}')]  # within 64 lines: found
+        assert sources.newest_lines(fd, small) == [(0, b'{"a": 1}')]  # within 64 lines: found
     finally:
         os.close(fd)
 

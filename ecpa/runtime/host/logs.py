@@ -1,6 +1,6 @@
 """A 0.2 launch's process logs as ``ecpa status`` reads them: each opened once, relative to
 its directory, never through a symlink; each decided from its end
-(:mod:`ecpa.runtime.judge.tail`); its full history walked forward from the last checkpoint within
+(:mod:`ecpa.runtime.judge.sources`); its full history walked forward from the last checkpoint within
 a time budget (:mod:`ecpa.runtime.judge.history`). The cost of a status is the logs' ends plus
 the budget, whatever the launch's age."""
 
@@ -17,9 +17,9 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
-from ecpa.runtime.judge import history, tail
+from ecpa.runtime.judge import history
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.judge.sources import judge_sources
+from ecpa.runtime.judge.sources import judge_sources, newest_lines
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine
@@ -127,7 +127,7 @@ class FileLog:
         return history.advance(self.fd, ck, walk, end=end, deadline=deadline)
 
     def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
-        return tail.newest_lines(self.fd, end)
+        return newest_lines(self.fd, end)
 
     def line_at(self, offset: int) -> bytes | None:
         # The walk may record a line's start before blank lines that precede it (read_log

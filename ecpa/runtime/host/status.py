@@ -1,5 +1,8 @@
 """The I/O edge of the derivation (RUNTIME.md "Deriving runtime_effective"): read a launch's
-files, ask ``/proc``, and call the pure :mod:`ecpa.runtime.judge.derive`.
+files, ask ``/proc``, and call the pure :mod:`ecpa.runtime.judge.derive`. A launch
+directory's own files (``launch.json``, ``exit.json``, ``trust.json``) are read once and in
+one place (:func:`read_launch_dir`), then parsed; its process logs are
+:mod:`ecpa.runtime.host.logs`'s.
 
 Everything is read as the writer writes it: no symlink followed, nothing but regular files
 (``ecpa._files.open_regular``), and a launch directory or evidence directory that another
@@ -11,29 +14,101 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ecpa._files import check_private_dir, open_regular
+from ecpa._files import check_private_dir, open_regular, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import ReplayFence, fence_or_memory
-from ecpa.profile.trust import TrustStore
+from ecpa.profile.strict_json import parse_object
+from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import judge_logs, open_process_logs
 from ecpa.runtime.judge.derive import derive, verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.enroll import log_name
 from ecpa.runtime.model.evidence import read_log
-from ecpa.runtime.model.launch import ExpectedLaunch, launch_ended, launch_from_file
+from ecpa.runtime.model.launch import (
+    MAX_LAUNCH_FILE_BYTES,
+    ExpectedLaunch,
+    ended_from_bytes,
+    launch_from_bytes,
+)
 from ecpa.runtime.model.process import PROC, Liveness, ProcessIdentity, check_alive
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
 
-__all__ = ["status_from_files", "status_from_launch_dir"]
+__all__ = ["LaunchDir", "read_launch_dir", "status_from_files", "status_from_launch_dir"]
 
 
 def _bad(detail: str) -> EcpaError:
     return EcpaError(ErrorCode.INVALID_INPUT, detail)
+
+
+@dataclass(frozen=True)
+class LaunchDir:
+    """What a launch directory says, as read at one moment."""
+
+    directory: Path
+    expected: ExpectedLaunch
+    #: How the launch ended (``exit.json``), or None while it runs.
+    ended: str | None
+    #: ``trust.json``'s bytes, or why they could not be read (raised by :meth:`trust_store`,
+    #: where the caller decides: an ended launch reports it as a reason).
+    trust: bytes | EcpaError
+
+    def trust_store(self) -> TrustStore:
+        """The launch's trust store.
+
+        Raises:
+            EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable or invalid store.
+        """
+        if isinstance(self.trust, EcpaError):
+            raise self.trust
+        path = self.directory / "trust.json"
+        try:
+            doc = parse_object(self.trust, what=str(path))
+        except EcpaError as exc:
+            raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, exc.detail) from None
+        return TrustStore.from_dict(doc)
+
+
+def read_launch_dir(directory: Path) -> LaunchDir:
+    """The launch directory ``directory`` (see the module's text).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a launch or evidence directory of another user
+            or writable by group or others, or a ``launch.json`` that is unreadable or not
+            one. An unreadable ``exit.json`` still means the launch ended (the reason says
+            what is wrong with it); an unreadable ``trust.json`` is kept for
+            :meth:`LaunchDir.trust_store`.
+    """
+    check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
+    launch_file, exit_file = directory / "launch.json", directory / "exit.json"
+    launch = read_bounded(launch_file, MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT)
+    ended_bytes: bytes | str | None = None
+    if os.path.lexists(exit_file):  # a dangling symlink is there too: read, and refused
+        try:
+            ended_bytes = read_bounded(exit_file, MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT)
+        except EcpaError as exc:
+            ended_bytes = f"launch ended ({exit_file.name} unreadable: {exc.code.value})"
+    evidence = directory / "evidence"
+    if os.path.lexists(evidence):
+        check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
+    trust: bytes | EcpaError
+    try:
+        trust = read_bounded(
+            directory / "trust.json", MAX_TRUST_STORE_BYTES, ErrorCode.TRUST_STORE_CONFIG
+        )
+    except EcpaError as exc:
+        trust = exc
+    expected = launch_from_bytes(launch, f"launch {launch_file}")
+    if isinstance(ended_bytes, bytes):
+        ended: str | None = ended_from_bytes(ended_bytes, exit_file.name)
+    else:
+        ended = ended_bytes
+    return LaunchDir(directory, expected, ended, trust)
 
 
 def status_from_files(
@@ -55,8 +130,29 @@ def status_from_files(
             ``ATTESTATION_TRUST_STORE_CONFIG`` for a bad trust store; ``ECPA_REPLAY_STORE``
             for a replay database that cannot be used.
     """
-    store = TrustStore.load(trust)
+    return _derive_file(
+        evidence_log,
+        TrustStore.load(trust),
+        expected,
+        now=now,
+        proc_root=proc_root,
+        host=host,
+        replay_db=replay_db,
+        max_idle=max_idle,
+    )
 
+
+def _derive_file(
+    evidence_log: Path,
+    store: TrustStore,
+    expected: ExpectedLaunch,
+    *,
+    now: int,
+    proc_root: Path,
+    host: str | None,
+    replay_db: ReplayDb,
+    max_idle: int | None,
+) -> RuntimeStatus:
     def alive(identity: ProcessIdentity) -> Liveness:
         return check_alive(identity, proc_root=proc_root, host=host)
 
@@ -103,20 +199,18 @@ def status_from_launch_dir(
             or writable by group or others, a ``launch.json`` that is not one, or an
             unreadable log; as :func:`status_from_files`.
     """
-    check_private_dir(directory, ErrorCode.INVALID_INPUT, what="launch directory")
-    expected = launch_from_file(directory / "launch.json")
+    files = read_launch_dir(directory)
+    expected, ended = files.expected, files.ended
     if max_abstain is not None:
         expected = replace(expected, max_abstain_s=max_abstain, judges_abstention=True)
-    ended = launch_ended(directory / "exit.json")
-    evidence = directory / "evidence"
-    if os.path.lexists(evidence):
-        check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
     try:
+        store = files.trust_store()
         if expected.version == "0.1":
-            status = _status_01(directory, expected, now, proc_root, host, replay_db, max_idle)
+            status = _status_01(files, store, expected, now, proc_root, host, replay_db, max_idle)
         else:
             status = _status_02(
-                directory,
+                files,
+                store,
                 expected,
                 now,
                 proc_root,
@@ -158,7 +252,8 @@ _V01_NOTE = Reason(
 
 
 def _status_01(
-    directory: Path,
+    files: LaunchDir,
+    store: TrustStore,
     expected: ExpectedLaunch,
     now: int,
     proc_root: Path,
@@ -166,10 +261,10 @@ def _status_01(
     replay_db: ReplayDb,
     max_idle: int | None,
 ) -> RuntimeStatus:
-    log = directory / "evidence" / f"{expected.launch_id}.jsonl"
-    status = status_from_files(
+    log = files.directory / "evidence" / log_name(expected.launch_id)
+    status = _derive_file(
         log,
-        directory / "trust.json",
+        store,
         expected,
         now=now,
         proc_root=proc_root,
@@ -181,7 +276,8 @@ def _status_01(
 
 
 def _status_02(
-    directory: Path,
+    files: LaunchDir,
+    store: TrustStore,
     expected: ExpectedLaunch,
     now: int,
     proc_root: Path,
@@ -192,7 +288,6 @@ def _status_02(
     history_budget_s: float | None,
     save_checkpoints: bool = True,
 ) -> RuntimeStatus:
-    store = TrustStore.load(directory / "trust.json")
     boss = expected.supervisor
     assert boss is not None
 
@@ -208,7 +303,7 @@ def _status_02(
     supervisor = alive(boss)
     if ended is not None:  # its end was recorded: no need for it to be alive
         supervisor = Liveness(True, "recorded the launch's end")
-    logs = open_process_logs(directory / "evidence" / expected.launch_id)
+    logs = open_process_logs(files.directory / "evidence" / expected.launch_id)
     try:
         with ExitStack() as stack:
             durable = open_fence(replay_db, stack)  # (a fence has __len__: no `or`)

@@ -1,7 +1,7 @@
 """A process log's full history, walked once and kept in a checkpoint beside it (RUNTIME.md
 "Slots": status time independent of how long the launch has run).
 
-``ecpa status`` decides each slot from the end of each log (:mod:`ecpa.runtime.judge.tail`); the
+``ecpa status`` decides each slot from the end of each log (:mod:`ecpa.runtime.judge.sources`); the
 facts that need the whole history (records accepted and refused, gaps, torn lines) are
 walked forward from where the last status stopped, within a time budget, and saved in
 ``.<log name>.status`` beside the log (mode 0600, replaced atomically). A checkpoint counts
