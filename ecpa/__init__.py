@@ -18,7 +18,7 @@ from ecpa.profile.sign import Signed, sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustEntry, TrustStore
 from ecpa.profile.verify import Binding, Policy, Verified, verify
-from ecpa.runtime.stores.replay import (
+from ecpa.runtime import (
     MemoryReplayFence,
     PostgresReplayFence,
     ReplayFence,

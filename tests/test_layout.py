@@ -398,3 +398,41 @@ def test_real_process_tests_are_marked() -> None:
     marked = [line for line in out.stdout.splitlines() if "::" in line]
     assert len(marked) >= 20, out.stdout[-2000:]
     assert any("test_e2e_launch" in line for line in marked)
+
+
+def test_other_rooms_use_the_runtime_through_its_facade() -> None:
+    """``ecpa.runtime`` exports what other rooms use; its sub-rooms are its own."""
+    wrong = sorted(
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        if name.startswith("ecpa") and not name.startswith("ecpa.runtime")
+        for target in targets
+        if target.startswith("ecpa.runtime.")
+    )
+    assert wrong == []
+
+
+def test_every_name_the_runtime_facade_exports_resolves() -> None:
+    import ecpa.runtime
+
+    assert len(ecpa.runtime.__all__) >= 20
+    for name in ecpa.runtime.__all__:
+        assert getattr(ecpa.runtime, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'nothing_of_the_kind'"):
+        ecpa.runtime.nothing_of_the_kind
+
+
+def test_the_runtime_facade_loads_only_what_is_asked_for() -> None:
+    """Beyond what ``import ecpa`` itself loads (the replay fences it re-exports), asking
+    the facade for one name loads that name's module and nothing else of the runtime."""
+    code = (
+        "import json, sys\n"
+        "import ecpa\n"
+        "before = set(sys.modules)\n"
+        "from ecpa.runtime import ProcessIdentity\n"
+        "print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith('ecpa'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert json.loads(out.stdout) == ["ecpa.runtime.model", "ecpa.runtime.model.process"]

@@ -18,7 +18,7 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.keys import SigningKey, VerifyKey
 from ecpa.profile.sign import sign
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore, document_problems, read_document
-from ecpa.runtime.host.trust_file import update_trust_file
+from ecpa.runtime import update_trust_file
 
 YEAR = 365 * 24 * 3600
 MAX_TIME = 2**53 - 1

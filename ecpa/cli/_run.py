@@ -19,8 +19,7 @@ from ecpa._text import safe
 from ecpa.cli._common import fail_usage
 from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
-from ecpa.runtime.model.launch import Slot
-from ecpa.runtime.model.plan import plan_from_dict
+from ecpa.runtime import Slot, plan_from_dict
 
 __all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "Invocation", "run_command"]
 

@@ -11,9 +11,7 @@ import typer
 
 from ecpa._text import safe
 from ecpa.cli._common import EXIT_OK, fail_usage
-from ecpa.runtime.host.ship import ShipReport, ship_launch
-from ecpa.runtime.stores.postgres import is_postgres_dsn
-from ecpa.runtime.stores.store import EvidenceStore
+from ecpa.runtime import EvidenceStore, ShipReport, is_postgres_dsn, ship_launch
 
 __all__ = ["SHIP_EXAMPLES", "ship_command"]
 

@@ -16,12 +16,16 @@ import typer
 from ecpa._text import json_line, safe
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, read_json_object
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
-from ecpa.runtime.host.status import status_from_files, status_from_launch_dir
-from ecpa.runtime.judge import history
-from ecpa.runtime.judge.verdict import RuntimeStatus, SlotStatus
-from ecpa.runtime.model.launch import expected_from_dict
-from ecpa.runtime.stores.postgres import is_postgres_dsn
-from ecpa.runtime.stores.remote import status_from_store
+from ecpa.runtime import (
+    RuntimeStatus,
+    SlotStatus,
+    expected_from_dict,
+    history,
+    is_postgres_dsn,
+    status_from_files,
+    status_from_launch_dir,
+    status_from_store,
+)
 
 __all__ = ["STATUS_EXAMPLES", "status_command"]
 

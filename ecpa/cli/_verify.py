@@ -27,7 +27,7 @@ from ecpa.profile.statement import describe_validation
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime.stores.replay import ReplayFence, open_replay_fence
+from ecpa.runtime import ReplayFence, open_replay_fence
 from ecpa.verify_jobs import VerifyConfig, evidence_items, verify_in_process, verify_with_jobs
 
 #: More workers than this is a mistake, not a speed-up (each is a process).

@@ -14,9 +14,7 @@ from ecpa.demo._tour import Ecpa, Say, Tour
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.runtime.model.evidence import EvidenceLog
-from ecpa.runtime.model.launch import Slot
-from ecpa.runtime.model.process import LaunchEnvironment, read_identity
+from ecpa.runtime import EvidenceLog, LaunchEnvironment, Slot, read_identity
 
 __all__ = ["run_demo"]
 

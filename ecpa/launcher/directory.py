@@ -19,10 +19,7 @@ from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.launcher._write import identity, json_bytes, open_directory, write_atomic
 from ecpa.launcher.supervise import LaunchExit
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
-from ecpa.runtime.host.trust_file import update_trust_file
-from ecpa.runtime.model.launch import EXIT_SCHEMA
-from ecpa.runtime.model.plan import Plan
-from ecpa.runtime.model.process import ProcessIdentity
+from ecpa.runtime import EXIT_SCHEMA, Plan, ProcessIdentity, update_trust_file
 
 __all__ = ["Launch", "finish_launch", "moved_away", "open_launch_dir"]
 

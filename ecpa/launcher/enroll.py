@@ -33,11 +33,19 @@ from pathlib import Path
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.runtime.host.trust_file import update_trust_file
-from ecpa.runtime.model.enroll import MAX_MESSAGE, Request, kid_for, parse_request, reply_bytes
-from ecpa.runtime.model.launch import LAUNCH_SUBJECT
-from ecpa.runtime.model.membership import Membership
-from ecpa.runtime.model.process import PROC, ProcessIdentity, read_identity
+from ecpa.runtime import (
+    LAUNCH_SUBJECT,
+    MAX_MESSAGE,
+    PROC,
+    Membership,
+    ProcessIdentity,
+    Request,
+    kid_for,
+    parse_request,
+    read_identity,
+    reply_bytes,
+    update_trust_file,
+)
 
 __all__ = ["EnrollServer", "Enrolled"]
 

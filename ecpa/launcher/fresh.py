@@ -30,8 +30,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-from ecpa.runtime.model.membership import children_now
-from ecpa.runtime.model.process import prctl
+from ecpa.runtime import children_now, prctl
 
 __all__ = ["PR_SET_PDEATHSIG", "REPEAT_WINDOW_S", "fresh_supervisor"]
 

@@ -48,13 +48,16 @@ from ecpa.launcher.plan import (
 )
 from ecpa.launcher.supervise import FORWARDED, LaunchExit, Supervisor
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
-from ecpa.runtime.model.launch import EXIT_SCHEMA
-from ecpa.runtime.model.membership import Membership, children_now
-from ecpa.runtime.model.plan import Plan, launch_document, plan_from_dict
-from ecpa.runtime.model.process import (
+from ecpa.runtime import (
     BINDING_ENV_NAMES,
     BINDING_FIELDS,
+    EXIT_SCHEMA,
+    Membership,
+    Plan,
     ProcessIdentity,
+    children_now,
+    launch_document,
+    plan_from_dict,
     read_identity,
 )
 

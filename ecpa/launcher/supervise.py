@@ -33,10 +33,11 @@ from pathlib import Path
 from types import FrameType
 
 from ecpa.launcher.enroll import EnrollServer
-from ecpa.runtime.model.membership import Membership, children_now
-from ecpa.runtime.model.process import (
+from ecpa.runtime import (
     PR_SET_CHILD_SUBREAPER,
     PROC,
+    Membership,
+    children_now,
     children_of,
     prctl,
     proc_table,

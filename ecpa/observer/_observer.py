@@ -28,11 +28,15 @@ from ecpa.errors import EcpaError, invalid_input
 from ecpa.observer._sink import Sink, Waiter
 from ecpa.observer.record import Signer, Window, build_evidence, ttl_for
 from ecpa.profile.keys import SigningKey
-from ecpa.runtime.model.enroll import Request, enroll, kid_for, log_name
-from ecpa.runtime.model.launch import Slot, check_launch_id
-from ecpa.runtime.model.process import (
+from ecpa.runtime import (
     LaunchEnvironment,
     ProcessIdentity,
+    Request,
+    Slot,
+    check_launch_id,
+    enroll,
+    kid_for,
+    log_name,
     make_undumpable,
     read_identity,
 )

@@ -28,7 +28,7 @@ from ecpa.observer._observer import (
     Observer,
 )
 from ecpa.profile.keys import MAX_KEY_FILE_BYTES, SigningKey
-from ecpa.runtime.model.process import launch_from_env
+from ecpa.runtime import launch_from_env
 
 __all__ = ["process_observer"]
 

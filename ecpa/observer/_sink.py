@@ -20,7 +20,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from ecpa.runtime.model.evidence import Evidence, EvidenceLog
+from ecpa.runtime import Evidence, EvidenceLog
 
 _LOG = logging.getLogger("ecpa.observer")
 #: After k consecutive failed attempts, the next ``min(2**(k-1) - 1, _MAX_SKIP)`` batches are

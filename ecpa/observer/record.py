@@ -12,12 +12,18 @@ from typing import Any
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.sign import sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.runtime.model.counters import COUNTERS_SCHEMA, Counters, CountersProcess
-from ecpa.runtime.model.enroll import nonce_for
-from ecpa.runtime.model.evidence import Evidence, evidence_digest
-from ecpa.runtime.model.launch import Slot
-from ecpa.runtime.model.plan import MAX_TTL_S
-from ecpa.runtime.model.process import LaunchEnvironment, ProcessIdentity
+from ecpa.runtime import (
+    COUNTERS_SCHEMA,
+    MAX_TTL_S,
+    Counters,
+    CountersProcess,
+    Evidence,
+    LaunchEnvironment,
+    ProcessIdentity,
+    Slot,
+    evidence_digest,
+    nonce_for,
+)
 
 #: Statement lifetime, ``expires_at - issued_at``, at the default cadence; longer emit
 #: intervals get up to ``MAX_TTL_S`` (RUNTIME.md: at most 300), so that the newest statement

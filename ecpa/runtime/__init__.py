@@ -4,6 +4,158 @@ before it: :mod:`~ecpa.runtime.model` (documents and names), :mod:`~ecpa.runtime
 across hosts) and :mod:`~ecpa.runtime.host` (the local edge: files, ``ecpa status``,
 ``ecpa ship``).
 
+This package is the facade other rooms use: every name they need from the runtime is
+exported here (and nothing else of the sub-rooms may be imported from outside). Names are
+loaded on first use, so a process that needs one part (the observer in a scheduler, say)
+imports only that part.
+
 May import: :mod:`ecpa.profile`, :mod:`ecpa.errors`, :mod:`ecpa._files`; never observer,
 launcher, corpus or cli.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ecpa.runtime.host.ship import ShipReport as ShipReport
+    from ecpa.runtime.host.ship import ship_launch as ship_launch
+    from ecpa.runtime.host.status import status_from_files as status_from_files
+    from ecpa.runtime.host.status import status_from_launch_dir as status_from_launch_dir
+    from ecpa.runtime.host.trust_file import update_trust_file as update_trust_file
+    from ecpa.runtime.judge import history as history
+    from ecpa.runtime.judge.verdict import RuntimeStatus as RuntimeStatus
+    from ecpa.runtime.judge.verdict import SlotStatus as SlotStatus
+    from ecpa.runtime.model.counters import COUNTERS_SCHEMA as COUNTERS_SCHEMA
+    from ecpa.runtime.model.counters import Counters as Counters
+    from ecpa.runtime.model.counters import CountersProcess as CountersProcess
+    from ecpa.runtime.model.enroll import MAX_MESSAGE as MAX_MESSAGE
+    from ecpa.runtime.model.enroll import Request as Request
+    from ecpa.runtime.model.enroll import enroll as enroll
+    from ecpa.runtime.model.enroll import kid_for as kid_for
+    from ecpa.runtime.model.enroll import log_name as log_name
+    from ecpa.runtime.model.enroll import nonce_for as nonce_for
+    from ecpa.runtime.model.enroll import parse_request as parse_request
+    from ecpa.runtime.model.enroll import reply_bytes as reply_bytes
+    from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH as MAX_RECORD_LENGTH
+    from ecpa.runtime.model.evidence import Evidence as Evidence
+    from ecpa.runtime.model.evidence import EvidenceLog as EvidenceLog
+    from ecpa.runtime.model.evidence import evidence_digest as evidence_digest
+    from ecpa.runtime.model.evidence import parse_record as parse_record
+    from ecpa.runtime.model.evidence import read_log as read_log
+    from ecpa.runtime.model.evidence import verify_evidence as verify_evidence
+    from ecpa.runtime.model.launch import EXIT_SCHEMA as EXIT_SCHEMA
+    from ecpa.runtime.model.launch import LAUNCH_SUBJECT as LAUNCH_SUBJECT
+    from ecpa.runtime.model.launch import Slot as Slot
+    from ecpa.runtime.model.launch import check_launch_id as check_launch_id
+    from ecpa.runtime.model.launch import expected_from_dict as expected_from_dict
+    from ecpa.runtime.model.membership import Membership as Membership
+    from ecpa.runtime.model.membership import children_now as children_now
+    from ecpa.runtime.model.plan import MAX_TTL_S as MAX_TTL_S
+    from ecpa.runtime.model.plan import PLAN_SCHEMA as PLAN_SCHEMA
+    from ecpa.runtime.model.plan import Plan as Plan
+    from ecpa.runtime.model.plan import launch_document as launch_document
+    from ecpa.runtime.model.plan import plan_from_bytes as plan_from_bytes
+    from ecpa.runtime.model.plan import plan_from_dict as plan_from_dict
+    from ecpa.runtime.model.process import BINDING_ENV_NAMES as BINDING_ENV_NAMES
+    from ecpa.runtime.model.process import BINDING_FIELDS as BINDING_FIELDS
+    from ecpa.runtime.model.process import PR_SET_CHILD_SUBREAPER as PR_SET_CHILD_SUBREAPER
+    from ecpa.runtime.model.process import PROC as PROC
+    from ecpa.runtime.model.process import LaunchEnvironment as LaunchEnvironment
+    from ecpa.runtime.model.process import ProcessIdentity as ProcessIdentity
+    from ecpa.runtime.model.process import children_of as children_of
+    from ecpa.runtime.model.process import launch_from_env as launch_from_env
+    from ecpa.runtime.model.process import make_undumpable as make_undumpable
+    from ecpa.runtime.model.process import prctl as prctl
+    from ecpa.runtime.model.process import proc_table as proc_table
+    from ecpa.runtime.model.process import read_identity as read_identity
+    from ecpa.runtime.stores.postgres import is_postgres_dsn as is_postgres_dsn
+    from ecpa.runtime.stores.remote import status_from_store as status_from_store
+    from ecpa.runtime.stores.replay import MemoryReplayFence as MemoryReplayFence
+    from ecpa.runtime.stores.replay import PostgresReplayFence as PostgresReplayFence
+    from ecpa.runtime.stores.replay import ReplayFence as ReplayFence
+    from ecpa.runtime.stores.replay import SqliteReplayFence as SqliteReplayFence
+    from ecpa.runtime.stores.replay import open_replay_fence as open_replay_fence
+    from ecpa.runtime.stores.store import EvidenceStore as EvidenceStore
+
+#: Each exported name: the module it lives in, and its name there (None: the module itself).
+_EXPORTS: dict[str, tuple[str, str | None]] = {
+    "BINDING_ENV_NAMES": ("ecpa.runtime.model.process", "BINDING_ENV_NAMES"),
+    "BINDING_FIELDS": ("ecpa.runtime.model.process", "BINDING_FIELDS"),
+    "COUNTERS_SCHEMA": ("ecpa.runtime.model.counters", "COUNTERS_SCHEMA"),
+    "EXIT_SCHEMA": ("ecpa.runtime.model.launch", "EXIT_SCHEMA"),
+    "LAUNCH_SUBJECT": ("ecpa.runtime.model.launch", "LAUNCH_SUBJECT"),
+    "MAX_MESSAGE": ("ecpa.runtime.model.enroll", "MAX_MESSAGE"),
+    "MAX_RECORD_LENGTH": ("ecpa.runtime.model.evidence", "MAX_RECORD_LENGTH"),
+    "MAX_TTL_S": ("ecpa.runtime.model.plan", "MAX_TTL_S"),
+    "PLAN_SCHEMA": ("ecpa.runtime.model.plan", "PLAN_SCHEMA"),
+    "PROC": ("ecpa.runtime.model.process", "PROC"),
+    "PR_SET_CHILD_SUBREAPER": ("ecpa.runtime.model.process", "PR_SET_CHILD_SUBREAPER"),
+    "Counters": ("ecpa.runtime.model.counters", "Counters"),
+    "CountersProcess": ("ecpa.runtime.model.counters", "CountersProcess"),
+    "Evidence": ("ecpa.runtime.model.evidence", "Evidence"),
+    "EvidenceLog": ("ecpa.runtime.model.evidence", "EvidenceLog"),
+    "EvidenceStore": ("ecpa.runtime.stores.store", "EvidenceStore"),
+    "LaunchEnvironment": ("ecpa.runtime.model.process", "LaunchEnvironment"),
+    "Membership": ("ecpa.runtime.model.membership", "Membership"),
+    "MemoryReplayFence": ("ecpa.runtime.stores.replay", "MemoryReplayFence"),
+    "Plan": ("ecpa.runtime.model.plan", "Plan"),
+    "PostgresReplayFence": ("ecpa.runtime.stores.replay", "PostgresReplayFence"),
+    "ProcessIdentity": ("ecpa.runtime.model.process", "ProcessIdentity"),
+    "ReplayFence": ("ecpa.runtime.stores.replay", "ReplayFence"),
+    "Request": ("ecpa.runtime.model.enroll", "Request"),
+    "RuntimeStatus": ("ecpa.runtime.judge.verdict", "RuntimeStatus"),
+    "ShipReport": ("ecpa.runtime.host.ship", "ShipReport"),
+    "Slot": ("ecpa.runtime.model.launch", "Slot"),
+    "SlotStatus": ("ecpa.runtime.judge.verdict", "SlotStatus"),
+    "SqliteReplayFence": ("ecpa.runtime.stores.replay", "SqliteReplayFence"),
+    "check_launch_id": ("ecpa.runtime.model.launch", "check_launch_id"),
+    "children_now": ("ecpa.runtime.model.membership", "children_now"),
+    "children_of": ("ecpa.runtime.model.process", "children_of"),
+    "enroll": ("ecpa.runtime.model.enroll", "enroll"),
+    "evidence_digest": ("ecpa.runtime.model.evidence", "evidence_digest"),
+    "expected_from_dict": ("ecpa.runtime.model.launch", "expected_from_dict"),
+    "history": ("ecpa.runtime.judge.history", None),
+    "is_postgres_dsn": ("ecpa.runtime.stores.postgres", "is_postgres_dsn"),
+    "kid_for": ("ecpa.runtime.model.enroll", "kid_for"),
+    "launch_document": ("ecpa.runtime.model.plan", "launch_document"),
+    "launch_from_env": ("ecpa.runtime.model.process", "launch_from_env"),
+    "log_name": ("ecpa.runtime.model.enroll", "log_name"),
+    "make_undumpable": ("ecpa.runtime.model.process", "make_undumpable"),
+    "nonce_for": ("ecpa.runtime.model.enroll", "nonce_for"),
+    "open_replay_fence": ("ecpa.runtime.stores.replay", "open_replay_fence"),
+    "parse_record": ("ecpa.runtime.model.evidence", "parse_record"),
+    "parse_request": ("ecpa.runtime.model.enroll", "parse_request"),
+    "plan_from_bytes": ("ecpa.runtime.model.plan", "plan_from_bytes"),
+    "plan_from_dict": ("ecpa.runtime.model.plan", "plan_from_dict"),
+    "prctl": ("ecpa.runtime.model.process", "prctl"),
+    "proc_table": ("ecpa.runtime.model.process", "proc_table"),
+    "read_identity": ("ecpa.runtime.model.process", "read_identity"),
+    "read_log": ("ecpa.runtime.model.evidence", "read_log"),
+    "reply_bytes": ("ecpa.runtime.model.enroll", "reply_bytes"),
+    "ship_launch": ("ecpa.runtime.host.ship", "ship_launch"),
+    "status_from_files": ("ecpa.runtime.host.status", "status_from_files"),
+    "status_from_launch_dir": ("ecpa.runtime.host.status", "status_from_launch_dir"),
+    "status_from_store": ("ecpa.runtime.stores.remote", "status_from_store"),
+    "update_trust_file": ("ecpa.runtime.host.trust_file", "update_trust_file"),
+    "verify_evidence": ("ecpa.runtime.model.evidence", "verify_evidence"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """An exported name, imported from its module on first use (PEP 562)."""
+    try:
+        module, attribute = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'ecpa.runtime' has no attribute {name!r}") from None
+    loaded = importlib.import_module(module)
+    value = loaded if attribute is None else getattr(loaded, attribute)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -15,7 +15,7 @@ from ecpa._files import MAX_INPUT_BYTES, open_regular, read_input
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.fast import frozen_instance
 from ecpa.profile.strict_json import parse_object
-from ecpa.runtime.model.evidence import Evidence, parse_record, read_log
+from ecpa.runtime import Evidence, parse_record, read_log
 
 __all__ = [
     "Item",

@@ -33,8 +33,7 @@ from typing import cast
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore, TrustStoreDocument
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime.model.evidence import parse_record, read_log, verify_evidence
-from ecpa.runtime.stores.replay import ReplayFence
+from ecpa.runtime import ReplayFence, parse_record, read_log, verify_evidence
 from ecpa.verify_jobs._inputs import Item, file_item, no_records, torn_message
 from ecpa.verify_jobs._results import Echo, render_result
 from ecpa.verify_jobs._units import (

@@ -9,8 +9,7 @@ from typing import TextIO
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime.model.evidence import verify_evidence
-from ecpa.runtime.stores.replay import ReplayFence
+from ecpa.runtime import ReplayFence, verify_evidence
 from ecpa.verify_jobs._inputs import Item, evidence_items
 from ecpa.verify_jobs._results import Echo, ok_fields, render_result
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple, cast
 
 from ecpa.errors import EcpaError
-from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, read_log
+from ecpa.runtime import MAX_RECORD_LENGTH, read_log
 from ecpa.verify_jobs._inputs import open_log, read_stdin
 from ecpa.verify_jobs._results import render_result
 
