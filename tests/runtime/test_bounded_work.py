@@ -24,6 +24,7 @@ from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge import history, sources, tail
 from ecpa.runtime.judge.history import checkpoint_name
 from ecpa.runtime.judge.reasons import ReasonCode
+from tests.support import ROOT
 
 NOW = 1_800_000_000
 
@@ -140,7 +141,7 @@ def test_ecpa_status_exits_130_when_interrupted_and_saves_first(written: Written
     log = _log(written)
     with log.open("ab") as out:
         out.write(b"\n" * 3_000_000)  # a long walk (the budget is off below)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = (
         "import sys\n"
         "from ecpa.runtime.host import status\n"

@@ -377,7 +377,7 @@ EMITTER = """
 import sys, time
 from ecpa.runtime.model.evidence import EvidenceLog, parse_record
 from ecpa.runtime.model.process import read_identity
-from tests.test_runtime import record
+from tests.runtime.test_runtime import record
 
 ident = read_identity()  # the child's own identity, read from its own /proc entry
 with EvidenceLog(sys.argv[1]) as log:

@@ -31,7 +31,7 @@ from dla_plugin.selector import DlaVictimSelector
 
 pytestmark = pytest.mark.e2e  # real processes throughout
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "schemas" / "bundle-manifest-v1.schema.json"
 BUNDLE_GROUP = "vllm.extension_bundles"
 SELECTOR_GROUP = "vllm.victim_selector"
