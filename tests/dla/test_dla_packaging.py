@@ -184,7 +184,8 @@ def test_manifest_says_what_dla_md_says() -> None:
 
 
 def test_the_old_manifest_breaks_the_hosts_rules() -> None:
-    """Fact 4 of the real-host review: the manifest once shipped had other members."""
+    """DLA.md "Identity" (members "and no others"): the manifest once shipped had other
+    members, and the host's rules refuse it."""
     old = {
         "manifest_version": 1,
         "bundle_id": BUNDLE_ID,

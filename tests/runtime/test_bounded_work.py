@@ -1,8 +1,8 @@
 """Bounded work whatever a log holds (RUNTIME.md "Round 3", "Bounded work"): blank lines
 count toward every line and byte limit, every read loop looks at its deadline, a status
 interrupted by a signal keeps what it learned, and ``ecpa ship`` records the supervisor's
-liveness on time. The third review dropped 4 MiB of newlines into each of eight logs: a
-status went from 0.32 s to 52 s, and ship spent 10 s on 16 MiB of them without writing a
+liveness on time. Without the bounds, 4 MiB of newlines dropped into each of eight logs took
+a status from 0.32 s to 52 s, and ship spent 10 s on 16 MiB of them without writing a
 supervisor check. (Times are measured in ``bench/``; these tests count the work.)"""
 
 from __future__ import annotations
