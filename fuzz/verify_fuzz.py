@@ -14,7 +14,7 @@ any exception other than ``ecpa.EcpaError`` out of ``verify`` (PROFILE §4, STYL
 an accepted input that breaks the round trip: the statement re-canonicalizes to exactly the
 payload bytes, and re-signing it with the TEST key gives the same JWS.
 
-The file also imports without atheris: ``tests/test_fuzz.py`` runs :func:`TestOneInput`
+The file also imports without atheris: ``tests/profile/test_fuzz.py`` runs :func:`TestOneInput`
 over ``fuzz/seeds/`` in CI, and ``--write-seeds`` rewrites that folder from the corpus.
 """
 

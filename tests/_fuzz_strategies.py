@@ -1,4 +1,4 @@
-"""Mutation strategies and independent oracles for tests/test_fuzz.py.
+"""Mutation strategies and independent oracles for tests/profile/test_fuzz.py.
 
 Every strategy starts from VALID evidence and breaks it at one level: raw bytes, the
 base64url text of the JWS segments, the JSON structure of the payload or header, a number,

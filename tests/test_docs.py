@@ -39,3 +39,20 @@ def test_runtime_doc_lists_every_reason_code_and_what_fails() -> None:
     assert len(kinds) == len(rows)  # each code once
     assert set(kinds) == {code.value for code in ReasonCode}
     assert {code for code, kind in kinds.items() if kind == "fails"} == {c.value for c in FAILING}
+
+
+def test_the_test_files_named_in_the_docs_and_the_code_exist() -> None:
+    """Docs, docstrings and comments name test modules by path (``tests/<room>/test_x.py``,
+    the tests mirror the rooms): each path named exists, so a moved test leaves no stale
+    pointer behind."""
+    sources = [ROOT / "pyproject.toml"]
+    sources += [p for p in sorted(ROOT.rglob("*.md")) if ".venv" not in p.parts]
+    for package in ("ecpa", "dla_plugin", "bench", "fuzz", "tests"):
+        sources += sorted((ROOT / package).rglob("*.py"))
+    named = {
+        (source.relative_to(ROOT).as_posix(), path)
+        for source in sources
+        for path in re.findall(r"\btests/[\w/]*\.py\b", source.read_text(encoding="utf-8"))
+    }
+    assert len(named) >= 10, named  # guards the test itself
+    assert sorted(f"{src}: {path}" for src, path in named if not (ROOT / path).is_file()) == []

@@ -384,6 +384,48 @@ def test_one_proc_parser_one_atomic_writer() -> None:
     assert wrong == []
 
 
+#: The tests mirror the rooms: a folder under ``tests/`` holds the tests of the room (or
+#: sub-room) it is named after.
+TEST_ROOMS: dict[str, str] = {
+    "profile": "ecpa.profile",
+    "runtime": "ecpa.runtime",
+    **{f"runtime/{sub}": f"ecpa.runtime.{sub}" for sub in ("model", "judge", "stores", "host")},
+    "observer": "ecpa.observer",
+    "launcher": "ecpa.launcher",
+    "verify_jobs": "ecpa.verify_jobs",
+    "corpus": "ecpa.corpus",
+    "demo": "ecpa.demo",
+    "cli": "ecpa.cli",
+    "dla": "dla_plugin",
+    "dla/sim": "dla_plugin.sim",
+}
+
+#: The only tests at the top of ``tests/``: those about the whole project.
+WHOLE_PROJECT_TESTS = frozenset(
+    {"test_layout.py", "test_docs.py", "test_bench.py", "test_files.py", "test_schemas.py"}
+)
+
+
+def test_the_tests_mirror_the_rooms() -> None:
+    """Every test module but the whole project's sits in a folder named after the room it
+    tests, and every folder on the way is a package (``tests.<room>.test_x`` imports)."""
+    tests = ROOT / "tests"
+    modules = sorted(tests.rglob("test_*.py"))
+    assert len(modules) > 50, modules  # guards the test itself
+    assert {p.name for p in modules if p.parent == tests} == WHOLE_PROJECT_TESTS
+    folders = {p.parent.relative_to(tests).as_posix() for p in modules if p.parent != tests}
+    assert len(folders) >= 6, folders
+    assert sorted(folders - set(TEST_ROOMS)) == []
+    assert [room for room in TEST_ROOMS.values() if room not in MODULES] == []
+    not_packages = sorted(
+        folder.relative_to(tests).as_posix()
+        for p in modules
+        for folder in p.parents
+        if folder.is_relative_to(tests) and not (folder / "__init__.py").is_file()
+    )
+    assert not_packages == []
+
+
 def test_real_process_tests_are_marked() -> None:
     """``pytest -m "not e2e"`` is the quick loop: at least 20 tests start real processes and
     say so."""

@@ -22,7 +22,7 @@ def test_committed_schema_matches_models(name: str) -> None:
 
 
 #: Schemas written by hand, not generated from a model: the DLA bundle manifest's (its test
-#: is tests/test_dla_packaging.py).
+#: is tests/dla/test_dla_packaging.py).
 HAND_WRITTEN = {"bundle-manifest-v1.schema.json"}
 
 

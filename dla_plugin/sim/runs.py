@@ -120,7 +120,7 @@ def _one(
 def _source(key: tuple[str, str, int], first_model: str) -> tuple[str, str, int]:
     """The run whose figures ``key``'s are: LIFO reads no prediction, so one LIFO run serves
     every prediction model of a seed; without predictions the DLA policies are LIFO, request
-    by request (tests/test_dla_sim.py shows both)."""
+    by request (tests/dla/test_dla_sim.py shows both)."""
     model, policy, seed = key
     if policy == "lifo" or model == "none":
         return (first_model, "lifo", seed)

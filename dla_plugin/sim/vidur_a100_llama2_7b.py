@@ -19,7 +19,7 @@ milliseconds. They are a subset, chosen to span what the simulator asks for, not
 
 - LINEAR: round token counts from 1 to 4,096, and the rows on both sides of the places where
   the cost jumps with the kernels' tile sizes (128 and 136, 384 and 440, 768 and 800), so that
-  interpolating between rows follows the steps; ``tests/test_dla_steptime.py`` checks the
+  interpolating between rows follows the steps; ``tests/dla/test_dla_steptime.py`` checks the
   interpolation against 12 rows not used here;
 - DECODE: batches of 1 to 128 over KV caches of 32 to 3,072 tokens;
 - PREFILL: prompts of 64 to 3,968 tokens.

@@ -22,7 +22,7 @@ below U+0020 as ``\\u00xx`` in lowercase hex; every other character, DEL and U+2
 included, written raw as UTF-8 (RFC 8785 §3.2.2.2). A lone surrogate cannot be encoded in
 UTF-8: the fast path then gives way and ``rfc8785`` refuses the value as before. Anything
 outside the subset goes to ``rfc8785``, so results and errors are unchanged.
-``tests/test_jcs_fast.py`` checks each of these claims against ``rfc8785.dumps``.
+``tests/profile/test_jcs_fast.py`` checks each of these claims against ``rfc8785.dumps``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Bounded work whatever a log holds (RUNTIME.md "Round 3", "Bounded work"): blank lines
 count toward every line and byte limit, every read loop looks at its deadline, a status
 interrupted by a signal keeps what it learned, and ``ecpa ship`` records the supervisor's
-liveness on time. The third review dropped 4 MiB of newlines into each of eight logs: a
-status went from 0.32 s to 52 s, and ship spent 10 s on 16 MiB of them without writing a
+liveness on time. Without the bounds, 4 MiB of newlines dropped into each of eight logs took
+a status from 0.32 s to 52 s, and ship spent 10 s on 16 MiB of them without writing a
 supervisor check. (Times are measured in ``bench/``; these tests count the work.)"""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge import history, sources
 from ecpa.runtime.judge.history import checkpoint_name
 from ecpa.runtime.judge.reasons import ReasonCode
+from tests.support import ROOT
 
 NOW = 1_800_000_000
 
@@ -140,7 +141,7 @@ def test_ecpa_status_exits_130_when_interrupted_and_saves_first(written: Written
     log = _log(written)
     with log.open("ab") as out:
         out.write(b"\n" * 3_000_000)  # a long walk (the budget is off below)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = (
         "import sys\n"
         "from ecpa.runtime.host import status\n"

@@ -45,7 +45,7 @@ def zeros(tmp_path: Path) -> Path:
 
 
 def test_verify_on_a_fifo_fails_at_once(fifo: Path, trust: Path) -> None:
-    """Fact 5: `ecpa verify` hung forever on a FIFO."""
+    """`ecpa verify` on a FIFO fails at once instead of hanging."""
     started = time.monotonic()
     out = ecpa_cmd("verify", fifo, "--trust", trust)
     assert out.returncode == 2, out.stderr
@@ -55,7 +55,7 @@ def test_verify_on_a_fifo_fails_at_once(fifo: Path, trust: Path) -> None:
 
 @pytest.mark.parametrize("form", ["log", "bundle"])
 def test_verify_on_a_symlink_to_dev_zero_fails_at_once(zeros: Path, trust: Path, form: str) -> None:
-    """Fact 5: `ecpa verify` looped on a symlink to /dev/zero."""
+    """`ecpa verify` on a symlink to /dev/zero fails at once instead of looping."""
     target = zeros if form == "log" else zeros.with_suffix(".jws")
     if form == "bundle":
         target.symlink_to("/dev/zero")
@@ -73,7 +73,7 @@ def test_verify_refuses_a_trust_store_that_is_a_fifo(tmp_path: Path, fifo: Path)
 def test_status_evidence_on_a_fifo_and_a_symlink_fails_at_once(
     tmp_path: Path, fifo: Path, zeros: Path, trust: Path
 ) -> None:
-    """Fact 5: `ecpa status` hung on a FIFO and followed symlinks the writer refuses."""
+    """`ecpa status` neither hangs on a FIFO nor follows symlinks the writer refuses."""
     binding = tmp_path / "binding.json"
     binding.write_text(
         json.dumps(
@@ -122,7 +122,7 @@ def test_status_of_a_launch_with_a_fifo_or_symlink_inside(
 
 
 def test_the_observer_never_writes_through_a_symlinked_evidence_dir(tmp_path: Path) -> None:
-    """Fact 5: the observer wrote through a symlinked `evidence/` directory."""
+    """The observer never writes through a symlinked `evidence/` directory."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(mode=0o700)
     evidence = tmp_path / "evidence"
@@ -150,7 +150,7 @@ def test_the_observer_never_writes_through_a_symlinked_evidence_dir(tmp_path: Pa
 
 
 def test_sign_with_dev_zero_as_the_key(tmp_path: Path) -> None:
-    """Fact 10: `ecpa sign --key /dev/zero` was a MemoryError, exit 3."""
+    """`ecpa sign --key /dev/zero` is a usage error (exit 2), never a MemoryError (exit 3)."""
     statement = tmp_path / "st.json"
     statement.write_text("{}")
     out = ecpa_cmd("sign", statement, "--key", "/dev/zero")
@@ -160,7 +160,7 @@ def test_sign_with_dev_zero_as_the_key(tmp_path: Path) -> None:
 
 
 def test_a_nul_in_the_launch_id_is_a_usage_error(tmp_path: Path, launches: Launches) -> None:
-    """Fact 10: a NUL in launch.json's launch_id was a ValueError, exit 3."""
+    """A NUL in launch.json's launch_id is a usage error, never a ValueError (exit 3)."""
     proc, directory = launches.start("true")
     assert proc.wait(timeout=30) == 0
     doc = json.loads((directory / "launch.json").read_text())
@@ -175,7 +175,7 @@ def test_a_nul_in_the_launch_id_is_a_usage_error(tmp_path: Path, launches: Launc
 def test_an_ended_launch_whose_logs_are_gone_is_false_not_an_error(
     tmp_path: Path, launches: Launches, remove: str
 ) -> None:
-    """Fact 10: an ended launch whose log was removed gave exit 2 instead of false."""
+    """An ended launch whose log was removed is false, not an error (exit 2)."""
     proc, directory = launches.start("true")
     assert proc.wait(timeout=30) == 0
     target = directory / "evidence"
@@ -217,7 +217,7 @@ def test_a_01_launch_whose_log_is_gone_is_false_not_an_error(tmp_path: Path) -> 
 
 
 def test_the_key_path_of_a_01_binding_as_a_fifo_never_blocks(tmp_path: Path) -> None:
-    """Fact 9: a key path that is a FIFO blocked the scheduler's first select_victim."""
+    """A key path that is a FIFO never blocks the scheduler's first select_victim."""
     fifo = tmp_path / "key.fifo"
     os.mkfifo(fifo)
     (tmp_path / "evidence").mkdir(mode=0o700)

@@ -32,7 +32,7 @@ from dla_plugin.sim.workload import (
     synthetic_stream,
 )
 
-SAMPLE = Path(__file__).parent / "data" / "burstgpt-sample.csv"
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "burstgpt-sample.csv"
 HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
 ROW_A = "3,ChatGPT,10,20,30,Conversation log\n"
 ROW_B = "5,GPT-4,7,8,15,API log\n"

@@ -842,7 +842,8 @@ def test_integral_predictions_are_accepted(value: object, victim: str) -> None:
 
 
 def test_a_numpy_integer_prediction_is_accepted() -> None:
-    """Fact 5 of the real-host review, with the real thing where numpy is installed."""
+    """docs/dla.md "What the policy does": a numpy integer or float prediction is
+    integral, with the real thing where numpy is installed."""
     np = pytest.importorskip("numpy")
     for value in (np.int64(100), np.int32(100), np.uint16(100), np.float64(100.0)):
         cands = _valid()

@@ -1,7 +1,7 @@
-"""`ecpa status` decides each slot from the end of its log and keeps the full-history facts
-in an incremental checkpoint (issue 14): the same answer as a full re-verification of every
-line, whether the history has been walked or not. (The time it takes is measured in
-``python -m bench.status``, not here.)"""
+"""`ecpa status` decides each slot from the end of its log and keeps the full-history facts in
+an incremental checkpoint (docs/runtime.md "What a status costs"): the same answer as a full
+re-verification of every line, whether the history has been walked or not. (The time it takes
+is measured in ``python -m bench.status``, not here.)"""
 
 from __future__ import annotations
 
@@ -252,10 +252,11 @@ def test_a_checkpoint_judged_later_is_not_used_for_an_earlier_now(written: Writt
 def test_a_record_from_the_future_is_no_evidence_of_life(
     written: Written, ahead: int, covered: bool
 ) -> None:
-    """Fact 3 of the third review: records dated in the future were passed over and an older
-    record decided, so a host whose clock ran 20 s ahead stayed "alive" for 20 s after it
-    died, its future records becoming acceptable one by one. Now a log whose newest records
-    are dated after now (beyond a 2 s race of the same second) decides nothing."""
+    """RUNTIME.md "Round 3", "Clocks" (docs/runtime.md "Several hosts", a writer clock
+    ahead): passing over records dated in the future to decide by an older one would keep a
+    host whose clock runs 20 s ahead "alive" for 20 s after it died, its future records
+    becoming acceptable one by one. A log whose newest records are dated after now (beyond a
+    2 s race of the same second) decides nothing."""
     more = write_launch(written.directory.parent / "more", slots=4, records=121, now=NOW + ahead)
     append(written, 0, line_of(more, 0, 120))  # seq 121, signed by slot 0's own key
     got = status(written)

@@ -699,8 +699,9 @@ def test_following_waits_for_a_store_that_went_away(
 def test_a_supervisor_check_from_the_future_is_no_evidence_of_life(
     pg_dsn: str, written: Written
 ) -> None:
-    """Fact 3 of the third review: a check dated after the reader's now (the serving host's
-    clock 20 s ahead) counted as "seen alive" with a negative age."""
+    """RUNTIME.md "Round 3", "Clocks": a check dated after the reader's now (the serving
+    host's clock 20 s ahead) is never evidence of life, nor "seen alive" with a negative
+    age."""
     ship(pg_dsn, written, at=NOW + 20)
     status = remote(pg_dsn, written)
     assert not status.effective
@@ -734,8 +735,8 @@ def test_status_from_the_store_judges_by_the_servers_clock(pg_dsn: str, tmp_path
 def test_a_following_pass_records_the_supervisor_on_time_whatever_the_logs_hold(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float | None
 ) -> None:
-    """Fact 5 of the third review: ship spent 10 s on 16 MiB of newlines without writing a
-    supervisor check, so status --db turned false. A following pass ships for at most
+    """RUNTIME.md "Round 3", "Bounded work": 16 MiB of newlines in a log never keep ship from
+    writing the supervisor check (status --db would turn false): a pass ships for at most
     PASS_BUDGET_S, then records the supervisor all the same."""
     if budget is not None:  # a pass out of time at once: one batch, then the check
         monkeypatch.setattr(ship_module, "PASS_BUDGET_S", budget)
@@ -764,9 +765,9 @@ def test_a_following_pass_records_the_supervisor_on_time_whatever_the_logs_hold(
 
 
 def test_a_readers_forged_checkpoint_harms_no_other_replica(pg_dsn: str, written: Written) -> None:
-    """Fact 7 of the third review: any role allowed to write status checkpoints (which
-    manager replicas need) stored one with a huge last_seq and made a slot undecided for
-    every replica, for good. Checkpoints are now each reader's own (row level security)."""
+    """docs/runtime.md "Several hosts": history checkpoints are each reader's own (row level
+    security), so a role allowed to write status checkpoints (which manager replicas need)
+    that stores one with a huge last_seq makes a slot undecided for no other replica."""
     import psycopg
 
     ship(pg_dsn, written)

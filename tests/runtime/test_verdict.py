@@ -322,8 +322,9 @@ def test_slot_status_carries_the_process_and_counters() -> None:
 def test_a_plugin_that_never_selects_says_its_counts_and_cause(
     calls: int, failures: int, reason: str
 ) -> None:
-    """Fact 7 of the real-host review: "has not chosen a victim yet" hid the counts and read
-    as "not loaded"."""
+    """docs/runtime.md "Coverage: the verdict, slot by slot": with no selections the reason
+    gives the counts and the cause (not called, abstained on every call, or failed), never a
+    bare "has not chosen a victim yet" that reads as "not loaded"."""
     launch = Launch()
     last = None if calls == 0 else NOW - 1
     launch.write(S0, proc(11), 1, selections=0, calls=calls, failures=failures, last=last)
@@ -334,8 +335,8 @@ def test_a_plugin_that_never_selects_says_its_counts_and_cause(
 
 
 def test_the_changed_decisions_are_shown_per_slot() -> None:
-    """Fact 6: selections alone count the builtin's own victim too; ``changed`` says how many
-    decisions the plugin really changed."""
+    """RUNTIME.md "Round 3", "Counters 0.3": selections alone count the builtin's own victim
+    too; ``changed`` says how many decisions the plugin really changed."""
     launch = Launch()
     launch.write(S0, proc(11), 1, selections=6, changed=4)
     status = launch.derive(expected=replace(EXPECTED, slots=(S0,)))
@@ -387,9 +388,10 @@ def test_one_process_claiming_two_slots_is_a_conflict() -> None:
 def test_a_plugin_that_only_abstains_stops_covering_its_slot(
     last_call: int, last_selection: int, covered: bool, code: str
 ) -> None:
-    """Fact 2 of the third review: a predictor gone away leaves the plugin called and
-    abstaining for good; the cumulative counters and the moving last_dispatch_at kept the
-    status true indefinitely."""
+    """RUNTIME.md "Round 3", "Counters 0.3": a predictor gone away leaves the plugin called
+    and abstaining for good; neither the cumulative counters nor a last_dispatch_at moved by
+    abstentions keep the slot covered longer than max_abstain_s after its newest
+    selection."""
     launch = Launch()
     launch.write(S0, proc(11), 1, last=last_call, last_selection=last_selection)
     status = launch.derive(expected=replace(EXPECTED, slots=(S0,)))

@@ -1,4 +1,4 @@
-"""Launches with several scheduler processes, end to end (issue 14; RUNTIME.md "Slots"):
+"""Launches with several scheduler processes, end to end (RUNTIME.md "Slots"):
 real `ecpa run` of `python -m dla_plugin.drive --processes N`, ranks killed, restarted and
 forked, every pid killed at the end."""
 

@@ -582,7 +582,8 @@ def test_forked_child_emits_nothing_in_the_parents_name(
 def test_the_first_record_comes_with_the_first_dispatch(
     make_observer: Callable[..., Observer],
 ) -> None:
-    """Fact 8: the first record came one emit interval after the start."""
+    """The first record comes with the first dispatch, not one emit interval after the
+    start."""
     obs = make_observer(emit_interval_s=60.0)
     time.sleep(0.2)
     assert obs.snapshot()["seq"] == 0  # no dispatch yet, a minute's interval: nothing
@@ -654,7 +655,8 @@ class HostStop(Exception):
 def test_the_hosts_exception_passes_through_process_observer(
     clean_env: pytest.MonkeyPatch,
 ) -> None:
-    """Fact 9: the observer's broad ``except`` swallowed the driver's own stop exception."""
+    """The host's own stop exception passes through the observer's lookup, never swallowed
+    by a broad ``except``."""
 
     def interrupted(env: object) -> None:
         raise HostStop("SIGTERM during the lookup")
@@ -675,7 +677,7 @@ def test_the_hosts_exception_passes_through_process_observer(
 def test_a_02_observer_never_blocks_the_caller_on_its_socket(
     tmp_path: Path, clean_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Fact 9: nothing that can block (file, key, socket) on the scheduler's thread. The
+    """Nothing that can block (file, key, socket) runs on the scheduler's thread. The
     enrollment socket here accepts and never answers: the caller is not held up; the
     emitter thread gives up, warns once, and drops (counts) what it could not sign for."""
     sock_path = tmp_path / "enroll.sock"

@@ -51,7 +51,9 @@ def exit_doc(directory: Path) -> dict[str, object]:
 
 
 def test_sigquit_is_forwarded_like_the_others(tmp_path: Path, launches: Launches) -> None:
-    """Fact 3: SIGQUIT was not forwarded and killed `ecpa run`, leaving the child running."""
+    """SIGQUIT is passed on to the command like SIGINT, SIGTERM and SIGHUP (docs/runtime.md
+    "A launch (0.2)"): the child gets it, and `ecpa run` exits with the child's own status
+    instead of dying and leaving the child running."""
     proc, directory = launches.start(sys.executable, "-c", TRAP, str(tmp_path), "7")
     assert wait_until(lambda: len(pids(tmp_path, "ready")) == 1)
     launches.pids.update(pids(tmp_path, "ready"))
@@ -64,8 +66,8 @@ def test_sigquit_is_forwarded_like_the_others(tmp_path: Path, launches: Launches
 def test_a_second_sigterm_while_finishing_never_kills_ecpa_run(
     tmp_path: Path, launches: Launches
 ) -> None:
-    """Fact 3: a second SIGTERM just after the child exited killed `ecpa run` (handlers were
-    restored before finish_launch): the window stayed open and exit.json was missing."""
+    """A second SIGTERM just after the child exited never kills `ecpa run` (its handlers
+    stay until finish_launch is done): the window is closed and exit.json written."""
     for trial in range(4):
         out = tmp_path / f"t{trial}"
         out.mkdir()
@@ -87,9 +89,9 @@ def test_a_second_sigterm_while_finishing_never_kills_ecpa_run(
 def test_sigkill_of_ecpa_run_stops_the_command_and_status_is_false(
     tmp_path: Path, launches: Launches
 ) -> None:
-    """Fact 3: SIGKILL of `ecpa run` left the child running, with the window open for a
-    day. Now the child gets SIGTERM (its parent-death signal); and a grandchild that
-    escaped it is still never effective: the supervisor is not alive."""
+    """SIGKILL of `ecpa run` never leaves the child running with the window open: the child
+    gets SIGTERM (its parent-death signal); and a grandchild that escaped it is still never
+    effective: the supervisor is not alive."""
     script = "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]); time.sleep(60)"
     proc, directory = launches.start(sys.executable, "-c", script, *DRIVE)
     wait_status(directory, True)
@@ -114,8 +116,8 @@ def test_sigkill_of_ecpa_run_stops_the_command_and_status_is_false(
 def test_a_command_that_exits_at_once_leaves_nothing_running(
     tmp_path: Path, launches: Launches
 ) -> None:
-    """Fact 4: `sh -c 'python -m dla_plugin.drive & exit 0'`: `ecpa run` returned at once and
-    the driver kept running and signing."""
+    """`sh -c 'python -m dla_plugin.drive & exit 0'`: when the command exits at once, the
+    driver it left behind does not keep running and signing after `ecpa run` returns."""
     command = " ".join(DRIVE)
     logs = '"$ECPA_EVIDENCE_DIR"/*/*.jsonl'
     wait = f"until ls {logs} >/dev/null 2>&1; do sleep 0.1; done"  # the driver has signed
@@ -133,9 +135,9 @@ def test_a_command_that_exits_at_once_leaves_nothing_running(
 def test_a_member_ignoring_sigterm_is_killed_when_the_leader_is_gone(
     tmp_path: Path, launches: Launches
 ) -> None:
-    """Fact 4: SIGKILL was sent only while the group's leader lived, so a member ignoring
-    SIGTERM survived. Here the leader exits on SIGTERM at once; a member ignoring it (in the
-    same group) and one that escaped to its own session both get SIGKILL after the grace."""
+    """SIGKILL after the grace reaches the whole tree, not only while the group's leader
+    lives: the leader exits on SIGTERM at once; a member ignoring it (in the same group) and
+    one that escaped to its own session both get SIGKILL after the grace."""
     leader = (
         "import subprocess, sys, os\n"
         f"trap = {TRAP!r}\n"

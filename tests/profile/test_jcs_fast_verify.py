@@ -29,14 +29,14 @@ from ecpa.profile import sign as sign_module
 from ecpa.profile import verify as verify_module
 from ecpa.profile.b64 import b64u_encode
 from tests import _fuzz_strategies as fuzz
-from tests.support import KEY_1, KEY_2, NOW, sign_raw, statement, store
-from tests.test_properties import (
+from tests.profile.test_properties import (
     HEADER,
     VALID,
     jws_mutations,
     payload_variants,
     signable_cases,
 )
+from tests.support import KEY_1, KEY_2, NOW, sign_raw, statement, store
 
 E = ecpa.ErrorCode
 TRUST = store()

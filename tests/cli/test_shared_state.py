@@ -50,7 +50,8 @@ def log_and_trust(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_locked_replay_db_stops_the_command_fast(
     tmp_path: Path, log_and_trust: tuple[Path, Path]
 ) -> None:
-    """Fact 6: a locked database was a per-item FAIL with exit 1, waiting 30 s per item."""
+    """A locked database stops the command (exit 2) within seconds, instead of a per-item
+    FAIL with exit 1 after 30 s per item."""
     log, trust = log_and_trust
     db = tmp_path / "fence.db"
     assert (
@@ -75,7 +76,8 @@ def test_a_locked_replay_db_stops_the_command_fast(
 def test_a_fence_table_without_a_primary_key_is_refused(
     tmp_path: Path, log_and_trust: tuple[Path, Path], jobs: str
 ) -> None:
-    """Fact 6: an accepted_nonce table without a primary key silently turned the fence off."""
+    """An accepted_nonce table without a primary key is refused, never a fence silently
+    turned off."""
     log, trust = log_and_trust
     db = tmp_path / "fence.db"
     with sqlite3.connect(db) as conn:
@@ -92,8 +94,8 @@ def test_a_fence_table_without_a_primary_key_is_refused(
 
 
 def test_status_twice_with_one_replay_db_stays_true(tmp_path: Path, launches: Launches) -> None:
-    """Fact 11: with a durable fence, a second `status` within one emit interval said false
-    for a healthy launch: re-reading an accepted record was treated as a replay."""
+    """With a durable fence, a second `status` within one emit interval still says true for
+    a healthy launch: re-reading an accepted record is not a replay."""
     _, directory = launches.start(*DRIVE)
     wait_status(directory, True)
     launches.logs(directory)
@@ -105,7 +107,7 @@ def test_status_twice_with_one_replay_db_stays_true(tmp_path: Path, launches: La
 
 
 def test_twenty_concurrent_trust_adds_all_land(tmp_path: Path) -> None:
-    """Fact 7: 20 concurrent `ecpa trust add`: 19 exited 0 and the store held 8 keys."""
+    """20 concurrent `ecpa trust add`: every one exits 0 and the store holds all 20 keys."""
     store = tmp_path / "trust.json"
     store.write_text(json.dumps({"schema": "ecpa-trust-store/0.1", "keys": []}))
     store.chmod(0o600)
@@ -133,8 +135,8 @@ def test_twenty_concurrent_trust_adds_all_land(tmp_path: Path) -> None:
 
 
 def test_a_disable_racing_an_add_is_never_lost(tmp_path: Path) -> None:
-    """Fact 7: a `trust disable` racing a `trust add` was lost in 2 of 20 trials. Twenty
-    trials, each its own store, all racing at once: every disable and every add lands."""
+    """A `trust disable` racing a `trust add` is never lost. Twenty trials, each its own
+    store, all racing at once: every disable and every add lands."""
     a = SigningKey.from_seed(b"a" * 32).public_key.to_b64()
     b = SigningKey.from_seed(b"b" * 32).public_key.to_b64()
     procs = []

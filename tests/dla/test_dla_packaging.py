@@ -31,7 +31,7 @@ from dla_plugin.selector import DlaVictimSelector
 
 pytestmark = pytest.mark.e2e  # real processes throughout
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "schemas" / "bundle-manifest-v1.schema.json"
 BUNDLE_GROUP = "vllm.extension_bundles"
 SELECTOR_GROUP = "vllm.victim_selector"
@@ -184,7 +184,8 @@ def test_manifest_says_what_dla_md_says() -> None:
 
 
 def test_the_old_manifest_breaks_the_hosts_rules() -> None:
-    """Fact 4 of the real-host review: the manifest once shipped had other members."""
+    """DLA.md "Identity" (members "and no others"): the manifest once shipped had other
+    members, and the host's rules refuse it."""
     old = {
         "manifest_version": 1,
         "bundle_id": BUNDLE_ID,

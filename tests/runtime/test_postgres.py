@@ -24,8 +24,9 @@ from ecpa.runtime.stores.postgres import PostgresReplayFence, describe_dsn, nonc
 from ecpa.runtime.stores.replay import SqliteReplayFence, open_replay_fence
 from tests._cli_helpers import verify, write_pair, write_trust
 from tests.conftest import PgServer
+from tests.support import ROOT
 
-WORKER = Path(__file__).with_name("_pg_worker.py")
+WORKER = ROOT / "tests" / "_pg_worker.py"
 PROCESSES, PER_PROCESS = 4, 25_000
 STEP = PER_PROCESS // 2  # process i passes [i*STEP, i*STEP + PER_PROCESS): 50 % overlap
 
@@ -226,7 +227,7 @@ def _run_clients(
     procs = [
         subprocess.Popen(
             [sys.executable, WORKER, dsn, out, str(i * STEP), str(PER_PROCESS), str(i), *extra],
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=ROOT,
         )
         for i, out in enumerate(outs)
     ]

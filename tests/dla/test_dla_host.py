@@ -141,7 +141,8 @@ def _component(**extra: object) -> Any:
 
 @pytest.mark.parametrize("load", [_legacy, _component], ids=["legacy", "component"])
 def test_the_host_loads_the_plugin_as_a_victim_selector(load: Any) -> None:
-    """Facts 2 and 3: both paths ended in "declares victim-selector API version None"."""
+    """Both victim-selector paths load the plugin, never ending in "declares victim-selector
+    API version None"."""
     selector = load()
     assert type(selector) is DlaVictimSelector
     assert isinstance(selector, VictimSelector)
@@ -220,8 +221,8 @@ def _context(
 @pytest.mark.parametrize("builtin_id", [False, True], ids=["api-1.0", "builtin-id"])
 @pytest.mark.parametrize("predictions", [False, True], ids=["current-host", "predictions"])
 def test_typed_policy_ten_thousand_fuzzed_decisions(builtin_id: bool, predictions: bool) -> None:
-    """Fact 1, kept: the controller loads the class by qualname; its counters equal the
-    observer's, and nothing fails."""
+    """The typed preemption policy: the controller loads the class by qualname; its counters
+    equal the observer's, and nothing fails."""
     policy = load_policy(_config(QUALNAME))
     assert type(policy) is DlaVictimSelector
     counting = Counting()
@@ -358,8 +359,8 @@ def test_the_properties_exercise_every_outcome() -> None:
 
 
 def test_docs_name_each_paths_configuration_and_it_works() -> None:
-    """Fact 1: the working typed-policy configuration was named nowhere. docs/dla.md names
-    all three, and each one, taken from the page, loads the plugin in the host model."""
+    """docs/dla.md "Three ways into the host" names each path's configuration, and each
+    one, taken from the page, loads the plugin in the host model."""
     from tests.support import ROOT
 
     page = (ROOT / "docs" / "dla.md").read_text(encoding="utf-8")

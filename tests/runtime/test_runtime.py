@@ -212,9 +212,9 @@ def test_replayed_record_is_refused() -> None:
 
 
 def test_rereading_the_same_records_with_one_fence_is_not_a_replay() -> None:
-    """Issue 13 fact 11: a second status within one emit interval said false for a healthy
-    launch with a durable fence; the very same record (same nonce, same bytes) read again
-    is not a replay."""
+    """docs/runtime.md "Files, replay fences, trust stores": the very same record (same
+    nonce, same bytes) read again is not a replay, so a second status within one emit
+    interval still says true for a healthy launch with a durable fence."""
     fence = ecpa.MemoryReplayFence()
     first = record(1)
     assert run(first, replay=fence).effective
@@ -377,7 +377,7 @@ EMITTER = """
 import sys, time
 from ecpa.runtime.model.evidence import EvidenceLog, parse_record
 from ecpa.runtime.model.process import read_identity
-from tests.test_runtime import record
+from tests.runtime.test_runtime import record
 
 ident = read_identity()  # the child's own identity, read from its own /proc entry
 with EvidenceLog(sys.argv[1]) as log:
@@ -428,7 +428,7 @@ def test_status_from_files_with_replay_db(tmp_path: Path) -> None:
     db = tmp_path / "fence.db"
     kw: dict[str, Any] = {"now": NOW, "proc_root": proc, "host": "host-a", "replay_db": db}
     assert status_from_files(log, trust, EXPECTED, **kw).effective
-    again = status_from_files(log, trust, EXPECTED, **kw)  # fact 11: re-reading is no replay
+    again = status_from_files(log, trust, EXPECTED, **kw)  # re-reading is no replay
     assert again.effective, again.reasons
     assert again.refused == {}
     log.write_bytes(record(1, counter_changes={"selections": 4}))  # same nonce, other bytes

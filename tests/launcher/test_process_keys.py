@@ -1,6 +1,6 @@
-"""`ecpa status` never says true without a live process of the launch doing the work (issue
-13, facts 1 and 2; RUNTIME.md "Process keys"): real `ecpa run`, real enrollment, real
-forgeries, real directories of the wrong owner and mode."""
+"""`ecpa status` never says true without a live process of the launch doing the work
+(RUNTIME.md "Process keys"; docs/runtime.md "Files, replay fences, trust stores"): real `ecpa
+run`, real enrollment, real forgeries, real directories of the wrong owner and mode."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ time.sleep(60)
 
 
 def test_no_private_key_is_written_anywhere(tmp_path: Path, launches: Launches) -> None:
-    """Fact 1: the launch key was a file any process of the same user could read."""
+    """No private key is a file a process of the same user could read (RUNTIME.md "Process
+    keys": no shared signing key on disk)."""
     _proc, directory = launches.start(*DRIVE)
     wait_status(directory, True)
     launches.logs(directory)
@@ -84,9 +85,9 @@ def test_no_private_key_is_written_anywhere(tmp_path: Path, launches: Launches) 
 
 
 def test_a_record_naming_pid_1_never_turns_status_true(tmp_path: Path, launches: Launches) -> None:
-    """Fact 1: a forged counters line naming pid 1 turned `ecpa status` true while no
-    scheduler of the launch was alive. Now a key speaks only for the process it was enrolled
-    for: every forgery is refused, naming why, and status stays false."""
+    """A forged counters line naming pid 1 never turns `ecpa status` true while no
+    scheduler of the launch is alive: a key speaks only for the process it was enrolled for;
+    every forgery is refused, naming why, and status stays false."""
     marker = tmp_path / "enrolled"
     _proc, directory = launches.start(sys.executable, "-c", FORGER, str(marker))
     assert wait_until(lambda: marker.exists() and marker.read_text() != "")
@@ -124,7 +125,7 @@ def test_a_process_outside_the_launch_cannot_enroll(tmp_path: Path, launches: La
 
 @pytest.mark.parametrize("mode", [0o775, 0o757, 0o777])
 def test_ecpa_run_refuses_an_evidence_dir_others_may_write(tmp_path: Path, mode: int) -> None:
-    """Fact 2: `ecpa run --evidence-dir` accepted a group- or world-writable directory."""
+    """`ecpa run --evidence-dir` refuses a group- or world-writable directory."""
     runs = tmp_path / "runs"
     runs.mkdir()
     runs.chmod(mode)
@@ -182,8 +183,9 @@ def _finished_launch(tmp_path: Path, launches: Launches) -> Path:
 def test_status_refuses_a_launch_directory_another_user_could_have_swapped(
     tmp_path: Path, launches: Launches, where: str, change: dict[str, Any]
 ) -> None:
-    """Fact 2: another user swapped the launch directory (its own launch.json, trust.json and
-    key) and status, run as root, said true. A directory others may write is refused."""
+    """A launch directory another user could have swapped (its own launch.json, trust.json
+    and key) never makes status, run as root, say true: a directory others may write is
+    refused."""
     directory = _finished_launch(tmp_path, launches)
     target = directory if where == "launch" else directory / "evidence"
     if "mode" in change:
@@ -327,9 +329,9 @@ while True:
 def test_a_pid_reused_after_its_peer_exited_is_never_enrolled(
     tmp_path: Path, launches: Launches
 ) -> None:
-    """Review (finding 1): an outside process connected and exited; its pid, reused by a
-    process of the launch, was enrolled for a key the outsider's parent held. The kernel's
-    pidfd of the connecting process now binds the request to it: exited means refused."""
+    """An outside process connects and exits; its pid, reused by a process of the launch,
+    must not be enrolled for a key the outsider's parent holds. The kernel's pidfd of the
+    connecting process binds the request to it: exited means refused."""
     last_pid = Path("/proc/sys/kernel/ns_last_pid")
     if os.geteuid() != 0 or not os.access(last_pid, os.W_OK):
         pytest.skip("choosing the next pid needs root (ns_last_pid)")

@@ -30,8 +30,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ecpa
+from tests.corpus.test_crosscheck import POSITIVES, _parts, _trust_key
 from tests.support import CONFORMANCE, SEED_1, SEED_2, load_json, needs_shared
-from tests.test_crosscheck import POSITIVES, _parts, _trust_key
 
 PUBLISHED = CONFORMANCE / "upstream-ecpa-0.1" / "attestation-vectors.json"
 TYP = "application/ecpa-attestation+jws"

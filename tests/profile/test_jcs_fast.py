@@ -14,7 +14,7 @@ here against ``rfc8785`` itself, never against ecpa's own code:
    the strict reader accepts, the four-byte-character shortcut included;
 5. without the C accelerator the same bytes come out.
 
-tests/test_jcs_fast_verify.py compares verify and sign with the fast path and without it.
+tests/profile/test_jcs_fast_verify.py compares verify and sign with the fast path and without it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 import ecpa
 from ecpa.profile import jcs
 from ecpa.profile.strict_json import parse_object
-from tests.test_properties import CHARS, MAX_SAFE, same
+from tests.profile.test_properties import CHARS, MAX_SAFE, same
 
 E = ecpa.ErrorCode
 

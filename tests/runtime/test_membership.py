@@ -326,10 +326,11 @@ sys.exit(main(["--seconds", "12", "--step-ms", "1"]))
 
 
 def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path: Path) -> None:
-    """Fact 1 of the third review: ``sh -c 'agent & exec ecpa run -- sleep 15'``. The agent
-    is a child of the supervisor's pid; it read launch.json, set the binding, ran the real
-    plugin driver and enrolled its own key, and status said true for a launch of ``sleep``.
-    Now enrollment refuses it (not a process of the launch), so it has no trusted key."""
+    """RUNTIME.md "Round 3", "Membership": ``sh -c 'agent & exec ecpa run -- sleep 15'``.
+    The agent is a child of the supervisor's pid; it reads launch.json, sets the binding, runs
+    the real plugin driver and asks to enroll its own key, which would make status say true
+    for a launch of ``sleep``. Enrollment refuses it (not a process of the launch), so it has
+    no trusted key."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
     env["PYTHONPATH"] = str(ROOT)
     ecpa = Path(sys.executable).parent / "ecpa"
@@ -485,9 +486,10 @@ def _agents(script: str) -> list[int]:
 def test_an_evidence_dir_under_a_directory_others_may_write_is_refused(
     tmp_path: Path, mode: int, refused: bool
 ) -> None:
-    """Fact 6 of the third review: ``--evidence-dir`` under a 0777 directory without the
-    sticky bit was accepted; another user renamed the launch directory away while it ran.
-    Every ancestor must be root's or the user's, and not writable by others unless sticky."""
+    """RUNTIME.md "Round 3", "Directories": ``--evidence-dir`` under a 0777 directory without
+    the sticky bit is refused, since another user could rename the launch directory away while
+    it runs. Every ancestor must be root's or the user's, and not writable by others unless
+    sticky."""
     from tests._cli_helpers import ecpa_main
 
     shared = tmp_path / "s"  # short: the enrollment socket's path has at most 107 bytes

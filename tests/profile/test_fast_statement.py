@@ -17,8 +17,8 @@ from ecpa.profile.fast import canonical_statement, statement_payload
 from ecpa.profile.jcs import canonicalize, matches_canonical
 from ecpa.profile.statement import Statement, check_statement
 from ecpa.profile.strict_json import parse_object
+from tests.profile.test_properties import VALID, payload_variants, signable_cases
 from tests.support import statement
-from tests.test_properties import VALID, payload_variants, signable_cases
 
 
 def full_road(payload: bytes, kid: str) -> Statement | None:

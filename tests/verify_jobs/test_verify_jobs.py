@@ -1,8 +1,8 @@
-"""``ecpa verify --jobs N`` (issue 7): the same output, exit status and ``--json`` lines as
-one process, for logs (valid, invalid, replayed, torn, non-JSON, over-long, blank and CRLF
-lines, cut at every chunk boundary), several files, standard input and inputs that are not
-evidence; the replay fence applied in input order; bad ``--jobs`` values; bounded memory on
-a large log; no worker left behind when the main process dies.
+"""``ecpa verify --jobs N`` (docs/cli.md "ecpa verify"): the same output, exit status and
+``--json`` lines as one process, for logs (valid, invalid, replayed, torn, non-JSON, over-long,
+blank and CRLF lines, cut at every chunk boundary), several files, standard input and inputs
+that are not evidence; the replay fence applied in input order; bad ``--jobs`` values; bounded
+memory on a large log; no worker left behind when the main process dies.
 """
 
 from __future__ import annotations

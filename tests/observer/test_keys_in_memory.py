@@ -1,7 +1,7 @@
 """Keys in memory (RUNTIME.md "Round 3", "Keys in memory"): once an observer of a 0.2 launch
 holds a process key, its process is not dumpable, so another process of the same user can
-no longer read the key from ``/proc/<pid>/mem``. The third review read a scheduler's 64-byte
-secret that way and signed busy heartbeats in its name.
+no longer read the key from ``/proc/<pid>/mem`` (a scheduler's 64-byte secret read that way
+signs busy heartbeats in its name; docs/runtime.md "Threat model").
 
 The processes run as an unprivileged user (uid 65534): root may read any process's memory,
 so the check only means something for a same-user reader without ``CAP_SYS_PTRACE``."""

@@ -1,6 +1,7 @@
 """The whole loop with real processes: ``ecpa run -- python -m dla_plugin.drive`` puts the DLA
 plugin and its observer in a scheduler process; ``ecpa status --launch`` derives
-``runtime_effective`` from the signed evidence alone (issue 6 acceptance)."""
+``runtime_effective`` from the signed evidence alone (RUNTIME.md "Deriving
+runtime_effective")."""
 
 from __future__ import annotations
 
@@ -288,9 +289,9 @@ def test_the_legacy_path_under_ecpa_run_signs_what_the_host_counted(
 def test_a_predictor_gone_away_withdraws_the_verdict(
     tmp_path: Path, launches: list[subprocess.Popen[str]]
 ) -> None:
-    """Fact 2 of the third review: the predictor goes away, the plugin keeps being called and
-    only abstains; status stayed true for good (cumulative counters, a last_dispatch_at
-    moved by abstentions). With max_abstain_s 3 it turns false, saying why."""
+    """RUNTIME.md "Round 3", "Counters 0.3": the predictor goes away, the plugin keeps being
+    called and only abstains; cumulative counters and a last_dispatch_at moved by abstentions
+    do not keep the status true. With max_abstain_s 3 it turns false, saying why."""
     proc, directory = launch(
         tmp_path,
         launches,

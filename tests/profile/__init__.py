@@ -1,0 +1,2 @@
+"""Tests of ``ecpa.profile``: the checks, signing, strict JSON, JCS, keys and trust stores
+(PROFILE.md, docs/profile.md)."""

@@ -1,0 +1,1 @@
+"""Tests of ``ecpa.verify_jobs``: ``ecpa verify --jobs N``."""
