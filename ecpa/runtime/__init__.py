@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ecpa.runtime.host.evidence_log import EvidenceLog as EvidenceLog
     from ecpa.runtime.host.ship import ShipReport as ShipReport
     from ecpa.runtime.host.ship import ship_launch as ship_launch
     from ecpa.runtime.host.status import status_from_files as status_from_files
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.enroll import reply_bytes as reply_bytes
     from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH as MAX_RECORD_LENGTH
     from ecpa.runtime.model.evidence import Evidence as Evidence
-    from ecpa.runtime.model.evidence import EvidenceLog as EvidenceLog
     from ecpa.runtime.model.evidence import evidence_digest as evidence_digest
     from ecpa.runtime.model.evidence import parse_record as parse_record
     from ecpa.runtime.model.evidence import read_log as read_log
@@ -95,7 +95,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Counters": ("ecpa.runtime.model.counters", "Counters"),
     "CountersProcess": ("ecpa.runtime.model.counters", "CountersProcess"),
     "Evidence": ("ecpa.runtime.model.evidence", "Evidence"),
-    "EvidenceLog": ("ecpa.runtime.model.evidence", "EvidenceLog"),
+    "EvidenceLog": ("ecpa.runtime.host.evidence_log", "EvidenceLog"),
     "EvidenceStore": ("ecpa.runtime.stores.store", "EvidenceStore"),
     "LaunchEnvironment": ("ecpa.runtime.model.process", "LaunchEnvironment"),
     "Membership": ("ecpa.runtime.model.membership", "Membership"),

@@ -48,7 +48,7 @@ from pathlib import Path
 import ecpa
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.runtime.model.enroll import Request, enroll, kid_for, log_name
-from ecpa.runtime.model.evidence import EvidenceLog
+from ecpa.runtime.host.evidence_log import EvidenceLog
 from ecpa.runtime.model.launch import Slot
 from ecpa.runtime.model.process import launch_from_env, read_identity
 

@@ -35,8 +35,9 @@ from ecpa.observer import (
 from ecpa.observer import _process as observer_module
 from ecpa.observer._sink import Sink
 from ecpa.profile.b64 import b64u_decode
+from ecpa.runtime.host.evidence_log import EvidenceLog
 from ecpa.runtime.judge.derive import RuntimeStatus, derive
-from ecpa.runtime.model.evidence import Evidence, EvidenceLog, read_log
+from ecpa.runtime.model.evidence import Evidence, read_log
 from ecpa.runtime.model.launch import ExpectedLaunch
 from ecpa.runtime.model.process import (
     BINDING_ENV_NAMES,

@@ -22,9 +22,9 @@ import pytest
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.runtime.host.evidence_log import EvidenceLog
 from ecpa.runtime.model.evidence import (
     Evidence,
-    EvidenceLog,
     LogLine,
     evidence_digest,
     parse_record,
@@ -244,7 +244,8 @@ def test_reopening_after_a_torn_tail_keeps_the_next_record_whole(tmp_path: Path)
 PRELUDE = """
 import json, os, random, sys, time
 import ecpa
-from ecpa.runtime.model.evidence import Evidence, EvidenceLog
+from ecpa.runtime.model.evidence import Evidence
+from ecpa.runtime.host.evidence_log import EvidenceLog
 from ecpa.runtime.stores.replay import SqliteReplayFence
 from tests.support import KEY_1, NOW, statement
 

@@ -375,7 +375,8 @@ def write_launch(tmp: Path, *records: bytes) -> Path:
 
 EMITTER = """
 import sys, time
-from ecpa.runtime.model.evidence import EvidenceLog, parse_record
+from ecpa.runtime.model.evidence import parse_record
+from ecpa.runtime.host.evidence_log import EvidenceLog
 from ecpa.runtime.model.process import read_identity
 from tests.runtime.test_runtime import record
 

@@ -1,22 +1,19 @@
-"""Evidence as it travels: bundles, evidence records and the JSONL evidence log (RUNTIME.md).
+"""Evidence as it travels: bundles, evidence records and the lines of the JSONL evidence log
+(RUNTIME.md).
 
 A *bundle* is ``{"payload_b64": ..., "detached_jws": ...}``; an *evidence record* adds
 ``"schema": "ecpa-evidence-record/0.1"`` and, optionally, ``host_evidence_b64``: the exact
 bytes of the raw counters record whose ``sha256:`` digest the statement carries as
 ``evidence_digest``. A log holds one record per line; a last line without its newline is a
-write torn by a crash and is reported, never verified and never counted. :class:`EvidenceLog`
-appends to a log the way RUNTIME.md asks: one ``write`` per line, ``fsync`` per batch, mode
-0600, never through a symlink.
+write torn by a crash and is reported, never verified and never counted. The writer of a log
+is :class:`ecpa.runtime.host.evidence_log.EvidenceLog` (files are the host's).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -28,12 +25,10 @@ from ecpa.profile.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
 from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify_encoded
-from ecpa.runtime.model._compact_record import compact_members
 
 __all__ = [
     "RECORD_SCHEMA",
     "Evidence",
-    "EvidenceLog",
     "LogLine",
     "parse_record",
     "read_log",
@@ -50,6 +45,61 @@ _SCHEMA_BYTES = RECORD_SCHEMA.encode()
 #: Where parse_record keeps (payload, its base64url as read, its one strict encoding): verify
 #: uses it while the payload is that very object. Evidence built any other way lacks it.
 _ENCODED = "_payload_b64"
+
+
+# -- The compact form of an evidence record, read without the strict JSON reader ----------
+# A line as record_line writes it, or a bundle: the members in that order, no whitespace,
+# values in the base64url alphabet (detached_jws also "."). Such bytes are strict JSON
+# (PROFILE §4) of an object of known, unique members with string values, so the strict
+# reader would return exactly these values. Split on '"' (no value in these alphabets holds
+# one), the line is its pieces: "{", then per member its name, ":", its value and ","
+# ("}" after the last). Anything else returns None and takes the strict reader, which
+# decides and names the error; the tests prove both agree on any bytes.
+
+_B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_JWS = _B64 + b"."
+_PAYLOAD, _JWS_NAME, _HOST, _SCHEMA = (
+    b"payload_b64",
+    b"detached_jws",
+    b"host_evidence_b64",
+    b"schema",
+)
+#: The member names of each layout, by the number of pieces the line splits into.
+_LAYOUTS = {
+    9: ((_PAYLOAD, _JWS_NAME),),
+    13: ((_SCHEMA, _PAYLOAD, _JWS_NAME), (_HOST, _PAYLOAD, _JWS_NAME)),
+    17: ((_SCHEMA, _HOST, _PAYLOAD, _JWS_NAME),),
+}
+_COLONS = {n: [b":"] * ((n - 1) // 4) for n in _LAYOUTS}
+_COMMAS = {n: [b","] * ((n - 1) // 4 - 1) for n in _LAYOUTS}
+
+
+def compact_members(data: bytes, schema: bytes) -> tuple[bytes | None, bytes, bytes] | None:
+    """(host_evidence_b64 or None, payload_b64, detached_jws) of a compact record whose
+    ``schema``, when present, is ``schema``, each value checked in its alphabet; None for
+    any other bytes."""
+    parts = data.split(b'"')
+    count = len(parts)
+    layouts = _LAYOUTS.get(count)
+    if layouts is None or parts[0] != b"{" or parts[-1] != b"}":
+        return None
+    if parts[2::4] != _COLONS[count] or parts[4:-1:4] != _COMMAS[count]:
+        return None
+    names = tuple(parts[1::4])
+    if names not in layouts:
+        return None
+    values = parts[3::4]
+    if names[0] == _SCHEMA:
+        if values[0] != schema:
+            return None
+        values = values[1:]
+    payload_b64, detached_jws = values[-2], values[-1]
+    host_b64 = values[0] if len(values) == 3 else None
+    if payload_b64.translate(None, _B64) or detached_jws.translate(None, _JWS):
+        return None
+    if host_b64 is not None and host_b64.translate(None, _B64):
+        return None
+    return host_b64, payload_b64, detached_jws
 
 
 def _invalid(detail: str) -> EcpaError:
@@ -264,147 +314,3 @@ def record_line(evidence: Evidence) -> bytes:
             f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found {len(line)}",
         )
     return line + b"\n"
-
-
-def _io_error(what: str, path: str, exc: OSError) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, f"expected {what} {path}, found: {exc}")
-
-
-class EvidenceLog:
-    """An append-only evidence log file (RUNTIME.md "Writing").
-
-    Opening refuses a symlink as the last path component (``O_NOFOLLOW``), anything but a
-    regular file, a file of another user and a file whose mode grants group or other any
-    access: a log someone else could read or write is refused, not silently repaired, since
-    its earlier lines cannot be trusted either. A new file is created with mode 0600. If the
-    file ends in a line torn by a crash, a ``\\n`` closes that line first, so the next record
-    is not glued onto it (readers then report the fragment as one invalid line).
-
-    Each record is one ``os.write`` of a whole line (``O_APPEND``, so concurrent appenders
-    never interleave within a line); :meth:`append_batch` and :meth:`flush` ``fsync``.
-    Thread-safe. Use as a context manager, or call :meth:`close`.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
-        """Open or create the log at ``path`` (relative to the directory ``dir_fd`` when
-        given: a writer that opened its directory once never follows a swapped path).
-
-        Raises:
-            EcpaError: ``ECPA_INVALID_INPUT`` for a symlink, a directory, a FIFO or other
-                non-regular file, a foreign owner, a mode other than owner-only, or an
-                ``OSError``.
-        """
-        self.path = os.fspath(path)
-        self._lock = threading.Lock()
-        self._torn = False  # a failed append left part of a line behind
-        # O_RDWR (not O_WRONLY) to read the last byte; O_NONBLOCK so a FIFO without a
-        # reader fails at once instead of blocking, and one with a reader reaches fstat.
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            self._fd: int | None = os.open(self.path, flags | os.O_NONBLOCK, 0o600, dir_fd=dir_fd)
-        except OSError as exc:
-            raise _io_error("a regular file (not a symlink) at", self.path, exc) from None
-        try:
-            self._check_and_prepare()
-        except BaseException:
-            os.close(self._fd)
-            self._fd = None
-            raise
-
-    def _check_and_prepare(self) -> None:
-        assert self._fd is not None
-        try:
-            st = os.fstat(self._fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise EcpaError(
-                    ErrorCode.INVALID_INPUT,
-                    f"expected a regular file at {self.path}, found mode "
-                    f"{stat.filemode(st.st_mode)}",
-                )
-            if st.st_uid != os.geteuid() or st.st_mode & 0o077:
-                raise EcpaError(
-                    ErrorCode.INVALID_INPUT,
-                    f"expected a file of uid {os.geteuid()} with mode 0600 at {self.path}, "
-                    f"found uid {st.st_uid} and mode {stat.S_IMODE(st.st_mode):04o}",
-                )
-            os.set_blocking(self._fd, True)
-            if st.st_size and os.pread(self._fd, 1, st.st_size - 1) != b"\n":
-                self._torn = True  # the next write starts with "\n"
-        except OSError as exc:
-            raise _io_error("a usable log file at", self.path, exc) from None
-
-    def _write_line(self, fd: int, line: bytes) -> None:
-        if self._torn:
-            line = b"\n" + line
-        view = memoryview(line)
-        try:
-            written = os.write(fd, view)
-            while written < len(view):  # only after a short write (full disk, signal)
-                self._torn = True
-                written += os.write(fd, view[written:])
-        except OSError as exc:
-            raise _io_error("a writable log at", self.path, exc) from None
-        self._torn = False
-
-    def _require_open(self) -> int:
-        if self._fd is None:
-            raise EcpaError(
-                ErrorCode.INVALID_INPUT, f"expected an open log at {self.path}, found it closed"
-            )
-        return self._fd
-
-    def append(self, evidence: Evidence) -> None:
-        """Append one record line with a single ``write``; not synced (see :meth:`flush`).
-
-        Raises:
-            EcpaError: ``ECPA_INVALID_INPUT`` for evidence :func:`record_line` refuses, a
-                closed log or a failed write.
-        """
-        line = record_line(evidence)
-        with self._lock:
-            self._write_line(self._require_open(), line)
-
-    def append_batch(self, items: Iterable[Evidence]) -> int:
-        """Append each record with one ``write``, then ``fsync`` once; return how many.
-
-        Every item is encoded before anything is written, so a bad item writes nothing.
-
-        Raises:
-            EcpaError: ``ECPA_INVALID_INPUT``, as :meth:`append`, or a failed ``fsync``.
-        """
-        lines = [record_line(item) for item in items]
-        with self._lock:
-            fd = self._require_open()
-            for line in lines:
-                self._write_line(fd, line)
-            self._sync(fd)
-        return len(lines)
-
-    def _sync(self, fd: int) -> None:
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            raise _io_error("a log that syncs at", self.path, exc) from None
-
-    def flush(self) -> None:
-        """``fsync`` the log. Raises ``EcpaError`` (``ECPA_INVALID_INPUT``) on failure."""
-        with self._lock:
-            self._sync(self._require_open())
-
-    def close(self) -> None:
-        """``fsync`` and close; closing twice is harmless. Raises as :meth:`flush`; the file
-        descriptor is closed even then."""
-        with self._lock:
-            fd, self._fd = self._fd, None
-            if fd is None:
-                return
-            try:
-                self._sync(fd)
-            finally:
-                os.close(fd)
-
-    def __enter__(self) -> EvidenceLog:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
