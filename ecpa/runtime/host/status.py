@@ -42,10 +42,6 @@ from ecpa.runtime.stores.replay import ReplayDb, open_fence
 __all__ = ["LaunchDir", "read_launch_dir", "status_from_files", "status_from_launch_dir"]
 
 
-def _bad(detail: str) -> EcpaError:
-    return EcpaError(ErrorCode.INVALID_INPUT, detail)
-
-
 @dataclass(frozen=True)
 class LaunchDir:
     """What a launch directory says, as read at one moment."""
