@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.evidence import verify_evidence as verify_evidence
     from ecpa.runtime.model.launch import EXIT_SCHEMA as EXIT_SCHEMA
     from ecpa.runtime.model.launch import LAUNCH_SUBJECT as LAUNCH_SUBJECT
+    from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES as MAX_LAUNCH_FILE_BYTES
     from ecpa.runtime.model.launch import Slot as Slot
     from ecpa.runtime.model.launch import check_launch_id as check_launch_id
     from ecpa.runtime.model.launch import expected_from_dict as expected_from_dict
@@ -91,6 +92,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "EXIT_SCHEMA": ("ecpa.runtime.model.launch", "EXIT_SCHEMA"),
     "LAUNCH_DIR_NAME": ("ecpa.runtime.host.launches", "LAUNCH_DIR_NAME"),
     "LAUNCH_SUBJECT": ("ecpa.runtime.model.launch", "LAUNCH_SUBJECT"),
+    "MAX_LAUNCH_FILE_BYTES": ("ecpa.runtime.model.launch", "MAX_LAUNCH_FILE_BYTES"),
     "MAX_MESSAGE": ("ecpa.runtime.model.enroll", "MAX_MESSAGE"),
     "MAX_RECORD_LENGTH": ("ecpa.runtime.model.evidence", "MAX_RECORD_LENGTH"),
     "MAX_TTL_S": ("ecpa.runtime.model.plan", "MAX_TTL_S"),

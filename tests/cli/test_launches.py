@@ -131,6 +131,11 @@ def test_a_shipped_launch_is_listed_from_the_store(
     assert entry["ended"] is True
     assert entry["runtime_effective"] is False
     assert entry["coverage"]["slots"] == 1
+    judged = ecpa_cmd("status", "--db", pg_dsn, "--launch-id", ended.name, "--json")
+    assert judged.returncode == 1, judged.stdout + judged.stderr
+    stages = json.loads(judged.stdout)["lifecycle"]
+    assert stages["enabled"]["state"] is True  # the stored launch.json, read
+    assert stages["installed"]["state"] is False  # the test plan's digest: another build
     both = listed("--db", pg_dsn, "--evidence-dir", runs)
     assert [e["launch_id"] for e in both["launches"]] == [ended.name, ended.name]
     assert both["launches"][0]["source"] == str(runs)
