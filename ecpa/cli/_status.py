@@ -15,6 +15,7 @@ import typer
 
 from ecpa._text import json_line, safe
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, read_json_object
+from ecpa.launcher.lifecycle import launch_dir_binding, lifecycle, store_binding
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
     RuntimeStatus,
@@ -73,7 +74,8 @@ def _slot_json(slot: SlotStatus) -> dict[str, Any]:
     }
 
 
-def _to_json(status: RuntimeStatus) -> dict[str, Any]:
+def _to_json(status: RuntimeStatus, binding: dict[str, Any] | None) -> dict[str, Any]:
+    stages = lifecycle(binding, status)
     covered = sum(s.covered for s in status.slots)
     return {
         "runtime_effective": status.effective,
@@ -90,6 +92,7 @@ def _to_json(status: RuntimeStatus) -> dict[str, Any]:
         "gaps": [list(gap) for gap in status.gaps],
         "newest": status.newest.to_dict() if status.newest else None,
         "counters": status.counters,
+        "lifecycle": {name: stage.to_dict() for name, stage in stages.items()},
     }
 
 
@@ -177,6 +180,7 @@ def status_command(
         raise fail_usage("expected exactly one of --launch DIR, --evidence LOG and --db DSN")
     if (db is None) != (launch_id is None):
         raise fail_usage("expected --launch-id ID with --db DSN, and only with it")
+    launch_doc: dict[str, Any] | None = None  # launch.json (or --binding): the lifecycle
     # A monitor's timeout sends SIGTERM (a person, SIGINT): the history walks stop at their
     # next line boundary and are saved (RUNTIME.md "Bounded work"), then status exits 130.
     with _interruptible():
@@ -198,6 +202,7 @@ def status_command(
                 max_abstain=max_abstain,
                 save_checkpoints=now is None,  # a time of its own: leave shared checkpoints alone
             )
+            launch_doc = store_binding(db, launch_id) if as_json else None
         elif launch is not None:
             if trust is not None or binding is not None:
                 raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
@@ -211,13 +216,13 @@ def status_command(
                 max_abstain=max_abstain,
                 save_checkpoints=now is None,  # a time of its own: leave the checkpoints alone
             )
+            launch_doc = launch_dir_binding(launch) if as_json else None
         else:
             assert evidence is not None
             if trust is None or binding is None:
                 raise fail_usage("expected --trust FILE and --binding FILE with --evidence")
-            expected = expected_from_dict(
-                read_json_object(binding, "binding"), f"binding {binding}"
-            )
+            launch_doc = read_json_object(binding, "binding")
+            expected = expected_from_dict(launch_doc, f"binding {binding}")
             if max_abstain is not None:
                 expected = replace(expected, max_abstain_s=max_abstain)
             status = status_from_files(
@@ -226,7 +231,7 @@ def status_command(
     if history.STOP.is_set():
         raise KeyboardInterrupt("interrupted: the history walked so far is saved")
     if as_json:
-        typer.echo(json_line(_to_json(status)))
+        typer.echo(json_line(_to_json(status, launch_doc)))
     else:
         typer.echo(f"runtime_effective: {'true' if status.effective else 'false'}")
         covered = sum(s.covered for s in status.slots)

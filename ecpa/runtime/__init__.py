@@ -20,6 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ecpa.runtime.host.evidence_log import EvidenceLog as EvidenceLog
+    from ecpa.runtime.host.launches import LAUNCH_DIR_NAME as LAUNCH_DIR_NAME
+    from ecpa.runtime.host.launches import LaunchList as LaunchList
+    from ecpa.runtime.host.launches import LaunchSummary as LaunchSummary
+    from ecpa.runtime.host.launches import list_launches as list_launches
     from ecpa.runtime.host.ship import ShipReport as ShipReport
     from ecpa.runtime.host.ship import ship_launch as ship_launch
     from ecpa.runtime.host.status import status_from_files as status_from_files
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.evidence import verify_evidence as verify_evidence
     from ecpa.runtime.model.launch import EXIT_SCHEMA as EXIT_SCHEMA
     from ecpa.runtime.model.launch import LAUNCH_SUBJECT as LAUNCH_SUBJECT
+    from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES as MAX_LAUNCH_FILE_BYTES
     from ecpa.runtime.model.launch import Slot as Slot
     from ecpa.runtime.model.launch import check_launch_id as check_launch_id
     from ecpa.runtime.model.launch import expected_from_dict as expected_from_dict
@@ -85,7 +90,9 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "BINDING_FIELDS": ("ecpa.runtime.model.process", "BINDING_FIELDS"),
     "COUNTERS_SCHEMA": ("ecpa.runtime.model.counters", "COUNTERS_SCHEMA"),
     "EXIT_SCHEMA": ("ecpa.runtime.model.launch", "EXIT_SCHEMA"),
+    "LAUNCH_DIR_NAME": ("ecpa.runtime.host.launches", "LAUNCH_DIR_NAME"),
     "LAUNCH_SUBJECT": ("ecpa.runtime.model.launch", "LAUNCH_SUBJECT"),
+    "MAX_LAUNCH_FILE_BYTES": ("ecpa.runtime.model.launch", "MAX_LAUNCH_FILE_BYTES"),
     "MAX_MESSAGE": ("ecpa.runtime.model.enroll", "MAX_MESSAGE"),
     "MAX_RECORD_LENGTH": ("ecpa.runtime.model.evidence", "MAX_RECORD_LENGTH"),
     "MAX_TTL_S": ("ecpa.runtime.model.plan", "MAX_TTL_S"),
@@ -98,6 +105,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "EvidenceLog": ("ecpa.runtime.host.evidence_log", "EvidenceLog"),
     "EvidenceStore": ("ecpa.runtime.stores.store", "EvidenceStore"),
     "LaunchEnvironment": ("ecpa.runtime.model.process", "LaunchEnvironment"),
+    "LaunchList": ("ecpa.runtime.host.launches", "LaunchList"),
+    "LaunchSummary": ("ecpa.runtime.host.launches", "LaunchSummary"),
     "Membership": ("ecpa.runtime.model.membership", "Membership"),
     "MemoryReplayFence": ("ecpa.runtime.stores.replay", "MemoryReplayFence"),
     "Plan": ("ecpa.runtime.model.plan", "Plan"),
@@ -121,6 +130,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "kid_for": ("ecpa.runtime.model.enroll", "kid_for"),
     "launch_document": ("ecpa.runtime.model.plan", "launch_document"),
     "launch_from_env": ("ecpa.runtime.model.process", "launch_from_env"),
+    "list_launches": ("ecpa.runtime.host.launches", "list_launches"),
     "log_name": ("ecpa.runtime.model.enroll", "log_name"),
     "make_undumpable": ("ecpa.runtime.model.process", "make_undumpable"),
     "nonce_for": ("ecpa.runtime.model.enroll", "nonce_for"),

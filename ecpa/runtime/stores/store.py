@@ -259,6 +259,13 @@ class EvidenceStore:
             checked,
         )
 
+    def launch_ids(self, limit: int) -> list[str]:
+        """At most ``limit`` stored launch ids, in order (read only: one ``SELECT``)."""
+        rows = self.query(
+            "SELECT launch_id FROM ecpa_launch ORDER BY launch_id LIMIT %s", (max(0, limit),)
+        )
+        return [str(row[0]) for row in rows]
+
     # --- shipping ------------------------------------------------------------------------
 
     def position(self, launch_id: str, source: str) -> Position | None:

@@ -1,0 +1,222 @@
+"""The launches an evidence directory and an evidence store hold, each with its verdict
+(``ecpa launches``): the directory names are checked (``launch-`` and 16 hex digits) before
+any path is built from them, entries that are no launch or cannot be judged are skipped and
+reported, and the work is bounded: at most ``max_entries`` directory entries are read and
+at most ``limit`` launches judged per source, and the answer says when a cap was hit.
+
+Each launch is judged by :func:`~ecpa.runtime.host.status.status_from_launch_dir` or
+:func:`~ecpa.runtime.stores.remote.status_from_store`, exactly as ``ecpa status`` judges it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ecpa._files import read_bounded
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
+from ecpa.profile.strict_json import parse_object
+from ecpa.runtime.host.status import status_from_launch_dir
+from ecpa.runtime.judge.reasons import ReasonCode
+from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES
+from ecpa.runtime.stores.remote import status_from_store
+from ecpa.runtime.stores.store import EvidenceStore
+
+__all__ = [
+    "LAUNCH_DIR_NAME",
+    "MAX_ENTRIES",
+    "MAX_LAUNCHES",
+    "LaunchList",
+    "LaunchSummary",
+    "Skipped",
+    "list_launches",
+]
+
+#: The name ``ecpa run`` gives a launch directory (and its launch id).
+LAUNCH_DIR_NAME = re.compile(r"launch-[0-9a-f]{16}")
+#: Directory entries read at most per evidence directory.
+MAX_ENTRIES = 10_000
+#: Launches judged at most per source, by default.
+MAX_LAUNCHES = 100
+
+
+@dataclass(frozen=True)
+class LaunchSummary:
+    """One launch and its verdict now."""
+
+    launch_id: str
+    #: The evidence directory it is in, or the store (host, port, database).
+    source: str
+    effective: bool
+    #: How it ended (the ``launch_ended`` reason's text); None: not ended.
+    ended: str | None
+    covered: int
+    slots: int
+    #: ``started_at`` of its ``launch.json`` (None: not there, or not an integer).
+    started_at: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "launch_id": self.launch_id,
+            "source": self.source,
+            "runtime_effective": self.effective,
+            "ended": self.ended is not None,
+            "ended_how": self.ended,
+            "coverage": {"covered": self.covered, "slots": self.slots},
+            "started_at": self.started_at,
+        }
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An entry that is no launch, or a launch that could not be judged, and why."""
+
+    source: str
+    name: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "name": self.name, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class LaunchList:
+    launches: tuple[LaunchSummary, ...]
+    skipped: tuple[Skipped, ...]
+    #: One note per cap that was hit (entries not read, launches not judged).
+    truncated: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "launches": [launch.to_dict() for launch in self.launches],
+            "skipped": [entry.to_dict() for entry in self.skipped],
+            "truncated": list(self.truncated),
+        }
+
+
+def _started_at(launch_doc: bytes) -> int | None:
+    try:
+        value = parse_object(launch_doc, what="launch.json").get("started_at")
+    except EcpaError:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _summary(
+    status: RuntimeStatus, launch_id: str, source: str, launch_doc: bytes
+) -> LaunchSummary:
+    ended = next((r.text for r in status.reasons if r.code is ReasonCode.LAUNCH_ENDED), None)
+    return LaunchSummary(
+        launch_id,
+        source,
+        status.effective,
+        ended,
+        sum(slot.covered for slot in status.slots),
+        len(status.slots),
+        _started_at(launch_doc),
+    )
+
+
+def _names(directory: Path, max_entries: int) -> tuple[list[str], list[Skipped], list[str]]:
+    """The launch directory names in ``directory`` (at most ``max_entries`` entries read),
+    the entries skipped, and a note if the cap was hit."""
+    source = str(directory)
+    names: list[str] = []
+    skipped: list[Skipped] = []
+    notes: list[str] = []
+    try:
+        with os.scandir(directory) as entries:
+            for count, entry in enumerate(entries):
+                if count >= max_entries:
+                    notes.append(
+                        f"{source}: stopped after reading {max_entries:,} entries "
+                        "(the rest not listed)"
+                    )
+                    break
+                if not LAUNCH_DIR_NAME.fullmatch(entry.name):
+                    skipped.append(Skipped(source, entry.name, "not a launch (launch-<16 hex>)"))
+                elif not entry.is_dir(follow_symlinks=False):
+                    skipped.append(Skipped(source, entry.name, "not a directory"))
+                else:
+                    names.append(entry.name)
+    except OSError as exc:
+        raise invalid_input(
+            f"expected an evidence directory at {directory}, found {exc.strerror or exc}"
+        ) from None
+    return sorted(names), sorted(skipped, key=lambda entry: entry.name), notes
+
+
+def _from_dir(
+    directory: Path, *, now: int, limit: int, max_entries: int
+) -> tuple[list[LaunchSummary], list[Skipped], list[str]]:
+    names, skipped, notes = _names(directory, max_entries)
+    if len(names) > limit:
+        notes.append(f"{directory}: judged the first {limit:,} of {len(names):,} launches")
+    found: list[LaunchSummary] = []
+    for name in names[:limit]:
+        launch = directory / name  # the name is launch-<16 hex>: no separator, no "..".
+        try:
+            status = status_from_launch_dir(launch, now=now)
+            doc = read_bounded(
+                launch / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
+            )
+        except EcpaError as exc:
+            skipped.append(Skipped(str(directory), name, f"{exc.code.value}: {exc.detail}"))
+            continue
+        found.append(_summary(status, name, str(directory), doc))
+    return found, skipped, notes
+
+
+def _from_store(dsn: str, *, limit: int) -> tuple[list[LaunchSummary], list[Skipped], list[str]]:
+    with EvidenceStore(dsn, create=False) as store:
+        where = store.where
+        ids = store.launch_ids(limit + 1)
+        notes = [f"{where}: judged the first {limit:,} launches"] if len(ids) > limit else []
+        found: list[LaunchSummary] = []
+        skipped: list[Skipped] = []
+        for launch_id in ids[:limit]:
+            try:
+                status = status_from_store(dsn, launch_id)
+                row = store.launch(launch_id)
+            except EcpaError as exc:
+                skipped.append(Skipped(where, launch_id, f"{exc.code.value}: {exc.detail}"))
+                continue
+            doc = b"" if row is None else row.launch_doc
+            found.append(_summary(status, launch_id, where, doc))
+    return found, skipped, notes
+
+
+def list_launches(
+    evidence_dirs: Sequence[Path] = (),
+    dsn: str | None = None,
+    *,
+    now: int,
+    limit: int = MAX_LAUNCHES,
+    max_entries: int = MAX_ENTRIES,
+) -> LaunchList:
+    """The launches in each of ``evidence_dirs`` (judged at ``now``) and in the evidence
+    store at ``dsn`` (judged by the database server's clock), with what was skipped and why.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for an evidence directory that cannot be listed;
+            ``ECPA_EVIDENCE_STORE`` for a store that cannot be used.
+    """
+    launches: list[LaunchSummary] = []
+    skipped: list[Skipped] = []
+    notes: list[str] = []
+    for directory in evidence_dirs:
+        found, passed, capped = _from_dir(directory, now=now, limit=limit, max_entries=max_entries)
+        launches += found
+        skipped += passed
+        notes += capped
+    if dsn is not None:
+        found, passed, capped = _from_store(dsn, limit=limit)
+        launches += found
+        skipped += passed
+        notes += capped
+    return LaunchList(tuple(launches), tuple(skipped), tuple(notes))
