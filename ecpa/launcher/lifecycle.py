@@ -1,4 +1,4 @@
-"""A launch's lifecycle, for ``ecpa status --json`` (RUNTIME.md "Lifecycle"): four stages,
+"""A launch's lifecycle, for ``ecpa status --json`` (docs/runtime.md, "Lifecycle"): four stages,
 each ``{"state": bool, "detail": str}``, the detail saying what was checked.
 
 - ``installed``: the DLA bundle's distribution is installed (found as
