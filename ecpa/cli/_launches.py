@@ -47,13 +47,14 @@ def _line(launch: LaunchSummary) -> str:
 def launches_command(
     evidence_dir: Annotated[
         list[Path] | None,
-        typer.Option(help="The --evidence-dir of `ecpa run` (repeatable)."),
+        typer.Option(metavar="DIR", help="The --evidence-dir of `ecpa run` (repeatable)."),
     ] = None,
     db: Annotated[
-        str | None, typer.Option(help="Evidence store (postgresql:// DSN) `ecpa ship` fills.")
+        str | None,
+        typer.Option(metavar="DSN", help="Evidence store (postgresql:// DSN) `ecpa ship` fills."),
     ] = None,
     limit: Annotated[
-        int, typer.Option(help="Launches judged at most per source (1 to 1000).")
+        int, typer.Option(metavar="N", help="Launches judged at most per source (1 to 1000).")
     ] = 100,
     as_json: Annotated[
         bool, typer.Option("--json", help='One JSON object: {"launches": [...], ...}.')
