@@ -49,9 +49,11 @@ def private_dir(path: Path, *, dir_fd: int | None = None) -> None:
         os.close(fd)
 
 
-def open_directory(path: Path) -> int:
+def open_directory(path: Path, *, dir_fd: int | None = None) -> int:
     """``path`` opened as a directory (never through a symlink at its last part)."""
-    return os.open(path, _DIR_FLAGS | os.O_NOFOLLOW)
+    return os.open(
+        path.name if dir_fd is not None else path, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd
+    )
 
 
 def identity(fd: int) -> tuple[int, int]:

@@ -29,6 +29,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
+from typing import NoReturn
 
 from ecpa.runtime import children_now, prctl
 
@@ -74,11 +75,10 @@ def fresh_supervisor(say: Callable[[str], None] = lambda line: None) -> bool:
         # (Supervisor.handlers unblocks them): one that comes early is handled, not fatal.
         signal.pthread_sigmask(signal.SIG_SETMASK, set(old_mask) | set(_FORWARDED))
         return True
-    _hold(child, old_mask)
-    raise AssertionError("unreachable")  # pragma: no cover
+    return _hold(child, old_mask)  # never returns: the holder exits with the child
 
 
-def _hold(child: int, old_mask: set[int | signal.Signals]) -> None:
+def _hold(child: int, old_mask: set[int | signal.Signals]) -> NoReturn:
     """The holder's whole life: pass the signals on to ``child``, reap, and exit with
     ``child``'s status."""
 

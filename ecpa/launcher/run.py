@@ -89,7 +89,6 @@ BINDING_NAMES = (*BINDING_ENV_NAMES, "ECPA_EMIT_INTERVAL_S")
 CLOCK_SKEW_S = 5
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def check_environment(environ: Mapping[str, str]) -> None:
@@ -182,7 +181,7 @@ def _make_launch_dir(root: Path, directory: Path) -> int:
         raise _io_error("open the evidence directory", root, exc) from None
     try:
         private_dir(directory, dir_fd=parent)
-        fd = os.open(directory.name, _DIR_FLAGS, dir_fd=parent)
+        fd = open_directory(directory, dir_fd=parent)
     except OSError as exc:
         raise _io_error("create a launch directory in", root, exc) from None
     finally:
@@ -238,7 +237,7 @@ def _write_directory(launch: Launch, fd: int) -> None:
     TrustStore.from_dict(trust)
     try:
         private_dir(launch.evidence_dir, dir_fd=fd)
-        evidence = os.open(launch.evidence_dir.name, _DIR_FLAGS, dir_fd=fd)
+        evidence = open_directory(launch.evidence_dir, dir_fd=fd)
         try:
             private_dir(launch.process_logs, dir_fd=evidence)
         finally:

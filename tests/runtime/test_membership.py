@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -347,24 +348,11 @@ def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path:
     started = [shell.pid]
     try:
         assert shell.stderr is not None
-        line = shell.stderr.readline()
-        directory = Path(line.split(" in ", 1)[1].strip())
-        directory = directory if directory.is_absolute() else Path.cwd() / directory
+        directory = _launch_dir(shell.stderr.readline())
         doc = json.loads((directory / "launch.json").read_text())
         assert doc["excluded_children"] == []  # supervised from a fresh process
         started.extend(p for p, _ in children_now(shell.pid) if p != doc["supervisor"]["pid"])
-        verdicts = []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            out = subprocess.run(
-                [str(ecpa), "status", "--launch", str(directory), "--json"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-            verdicts.append(json.loads(out.stdout)["runtime_effective"])
-            time.sleep(0.5)
+        verdicts = _verdicts(directory, seconds=10)
         assert verdicts
         assert not any(verdicts)
         assert list((directory / "evidence").rglob("*.jsonl")) == []  # nothing enrolled
@@ -423,24 +411,13 @@ def test_an_agents_double_forked_grandchild_never_makes_it_effective(tmp_path: P
     grandchildren: list[int] = []
     try:
         assert shell.stderr is not None
-        line = shell.stderr.readline()
-        directory = Path(line.split(" in ", 1)[1].strip())
-        directory = directory if directory.is_absolute() else Path.cwd() / directory
-        verdicts = []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            for pid in _agents(str(tmp_path / "agent.py")):
-                if pid not in grandchildren:
-                    grandchildren.append(pid)
-            out = subprocess.run(
-                [str(ecpa), "status", "--launch", str(directory), "--json"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-            verdicts.append(json.loads(out.stdout)["runtime_effective"])
-            time.sleep(0.5)
+        directory = _launch_dir(shell.stderr.readline())
+        agents = str(tmp_path / "agent.py")
+
+        def seen() -> None:  # each grandchild, for the cleanup
+            grandchildren.extend(p for p in _agents(agents) if p not in grandchildren)
+
+        verdicts = _verdicts(directory, seconds=10, each=seen)
         assert grandchildren  # the agent ran, in the grandchild
         assert verdicts
         assert not any(verdicts)
@@ -462,6 +439,28 @@ def test_an_agents_double_forked_grandchild_never_makes_it_effective(tmp_path: P
         for stream in (shell.stderr, shell.stdout):
             if stream is not None:
                 stream.close()
+
+
+def _verdicts(
+    directory: Path, *, seconds: float, each: Callable[[], None] = lambda: None
+) -> list[bool]:
+    """``ecpa status --json``'s runtime_effective for ``directory``, every 0.5 s for
+    ``seconds`` (``each`` runs before every status)."""
+    ecpa = Path(sys.executable).parent / "ecpa"
+    verdicts = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        each()
+        out = subprocess.run(
+            [str(ecpa), "status", "--launch", str(directory), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        verdicts.append(json.loads(out.stdout)["runtime_effective"])
+        time.sleep(0.5)
+    return verdicts
 
 
 def _agents(script: str) -> list[int]:

@@ -148,7 +148,7 @@ def judge_logs(
     expected: ExpectedLaunch,
     *,
     now: int,
-    fence: ReplayFence,
+    fence: ReplayFence | None,
     policy: Policy,
     budget_s: float | None,
     save: bool = True,

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from ecpa._files import check_private_dir, open_regular, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
@@ -149,19 +149,15 @@ def _derive_file(
     replay_db: ReplayDb,
     max_idle: int | None,
 ) -> RuntimeStatus:
-    def alive(identity: ProcessIdentity) -> Liveness:
-        return check_alive(identity, proc_root=proc_root, host=host)
-
     with ExitStack() as stack:
         stream = stack.enter_context(open_regular(evidence_log, ErrorCode.INVALID_INPUT))
-        fence = open_fence(replay_db, stack)
         return derive(
             read_log(stream),
             store,
             expected,
             now=now,
-            liveness=alive,
-            replay=fence,
+            liveness=partial(check_alive, proc_root=proc_root, host=host),
+            replay=open_fence(replay_db, stack),
             max_idle=max_idle,
         )
 
@@ -202,7 +198,18 @@ def status_from_launch_dir(
     try:
         store = files.trust_store()
         if expected.version == "0.1":
-            status = _status_01(files, store, expected, now, proc_root, host, replay_db, max_idle)
+            log = files.directory / "evidence" / log_name(expected.launch_id)
+            status = _derive_file(
+                log,
+                store,
+                expected,
+                now=now,
+                proc_root=proc_root,
+                host=host,
+                replay_db=replay_db,
+                max_idle=max_idle,
+            )
+            status = replace(status, reasons=(*status.reasons, _V01_NOTE))
         else:
             status = _status_02(
                 files,
@@ -247,30 +254,6 @@ _V01_NOTE = Reason(
 )
 
 
-def _status_01(
-    files: LaunchDir,
-    store: TrustStore,
-    expected: ExpectedLaunch,
-    now: int,
-    proc_root: Path,
-    host: str | None,
-    replay_db: ReplayDb,
-    max_idle: int | None,
-) -> RuntimeStatus:
-    log = files.directory / "evidence" / log_name(expected.launch_id)
-    status = _derive_file(
-        log,
-        store,
-        expected,
-        now=now,
-        proc_root=proc_root,
-        host=host,
-        replay_db=replay_db,
-        max_idle=max_idle,
-    )
-    return replace(status, reasons=(*status.reasons, _V01_NOTE))
-
-
 def _status_02(
     files: LaunchDir,
     store: TrustStore,
@@ -286,10 +269,7 @@ def _status_02(
 ) -> RuntimeStatus:
     boss = expected.supervisor
     assert boss is not None
-
-    def alive(identity: ProcessIdentity) -> Liveness:
-        return check_alive(identity, proc_root=proc_root, host=host)
-
+    alive = partial(check_alive, proc_root=proc_root, host=host)
     membership = expected.membership
     assert membership is not None  # a 0.2 launch has a supervisor
 
@@ -302,14 +282,12 @@ def _status_02(
     logs = open_process_logs(files.directory / "evidence" / expected.launch_id)
     try:
         with ExitStack() as stack:
-            durable = open_fence(replay_db, stack)  # (a fence has __len__: no `or`)
-            fence: ReplayFence = fence_or_memory(durable)
             streams, notes = judge_logs(
                 logs,
                 store,
                 expected,
                 now=now,
-                fence=fence,
+                fence=open_fence(replay_db, stack),
                 policy=DEFAULT_POLICY,
                 budget_s=history_budget_s,
                 save=save_checkpoints,

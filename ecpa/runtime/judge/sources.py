@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence, record_nonce
+from ecpa.profile.fence import ReplayFence, fence_or_memory, record_nonce
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
 from ecpa.runtime.judge import history
@@ -279,18 +279,20 @@ def judge_sources(
     expected: ExpectedLaunch,
     *,
     now: int,
-    fence: ReplayFence,
+    fence: ReplayFence | None,
     policy: Policy,
     budget_s: float | None,
     save: bool = True,
 ) -> tuple[dict[str, Stream], list[Reason]]:
     """One :class:`~ecpa.runtime.judge.stream.Stream` per log, decided from its end, with its
     history's facts as far as the checkpoint and ``budget_s`` seconds of walking reach
-    (``None``: to the end); and notes on what is not walked yet or not saved.
+    (``None``: to the end); and notes on what is not walked yet or not saved. ``fence``: a
+    durable replay fence, or None for one in memory, this derivation's own.
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
+    fence = fence_or_memory(fence)
     started = time.monotonic()
     deadline = None if budget_s is None else started + budget_s
     streams: dict[str, Stream] = {}

@@ -24,7 +24,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence, fence_or_memory
 from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
@@ -270,14 +269,12 @@ def status_from_store(
             position = store.position(launch_id, name)
             end = 0 if position is None else position.end
             sources.append(StoredLog(store, launch_id, name, end, basis=basis, save=save))
-        durable = open_fence(replay_db, stack)
-        fence: ReplayFence = fence_or_memory(durable)
         streams, notes = judge_sources(
             sources,
             trust_store,
             expected,
             now=now,
-            fence=fence,
+            fence=open_fence(replay_db, stack),
             policy=DEFAULT_POLICY,
             budget_s=history_budget_s,
         )
