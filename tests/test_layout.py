@@ -36,6 +36,7 @@ RANK: dict[str, float] = {
     "ecpa.verify_jobs": 3,  # verify over many inputs, in one process or N
     "ecpa.corpus": 4,
     "ecpa._schemas": 5,
+    "ecpa.serve": 5.2,  # the HTTP service over the runtime's verdicts (the serve extra)
     "ecpa.demo": 5.5,  # everything below the command line, never the command line
     "ecpa.cli": 6,
     "ecpa.__main__": 7,
@@ -285,7 +286,7 @@ def test_the_command_line_stays_thin() -> None:
 
 def test_every_room_says_what_it_may_import() -> None:
     rooms = ["profile", "runtime", "observer", "launcher", "corpus", "corpus/generator"]
-    rooms += ["verify_jobs", "demo"]
+    rooms += ["verify_jobs", "demo", "serve"]
     rooms += [f"runtime/{sub}" for sub in ("model", "judge", "stores", "host")]
     for package in rooms:
         doc = ast.get_docstring(ast.parse((ROOT / "ecpa" / package / "__init__.py").read_text()))
@@ -395,6 +396,7 @@ TEST_ROOMS: dict[str, str] = {
     "verify_jobs": "ecpa.verify_jobs",
     "corpus": "ecpa.corpus",
     "demo": "ecpa.demo",
+    "serve": "ecpa.serve",
     "cli": "ecpa.cli",
     "dla": "dla_plugin",
     "dla/sim": "dla_plugin.sim",

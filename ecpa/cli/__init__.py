@@ -22,6 +22,7 @@ from ecpa.cli._corpus import corpus_app
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
 from ecpa.cli._launches import LAUNCHES_EXAMPLES, launches_command
 from ecpa.cli._run import RUN_CONTEXT, RUN_EXAMPLES, Invocation, run_command
+from ecpa.cli._serve import SERVE_EXAMPLES, serve_command
 from ecpa.cli._ship import SHIP_EXAMPLES, ship_command
 from ecpa.cli._status import STATUS_EXAMPLES, status_command
 from ecpa.cli._verify import VERIFY_EXAMPLES, inspect_command, verify_command
@@ -92,6 +93,7 @@ app.command("status", epilog=STATUS_EXAMPLES)(status_command)
 app.command("run", epilog=RUN_EXAMPLES, context_settings=RUN_CONTEXT)(run_command)
 app.command("ship", epilog=SHIP_EXAMPLES)(ship_command)
 app.command("launches", epilog=LAUNCHES_EXAMPLES)(launches_command)
+app.command("serve", epilog=SERVE_EXAMPLES)(serve_command)
 
 
 def main(argv: list[str] | None = None, *, standalone: bool = False) -> int:

@@ -15,11 +15,9 @@ import typer
 
 from ecpa._text import json_line, safe
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, read_json_object
-from ecpa.launcher.lifecycle import launch_dir_binding, lifecycle, store_binding
+from ecpa.launcher.lifecycle import launch_dir_binding, status_document, store_binding
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
-    RuntimeStatus,
-    SlotStatus,
     expected_from_dict,
     history,
     is_postgres_dsn,
@@ -50,50 +48,6 @@ binding.json: {"plan_id", "launch_id", "plugin_id", "artifact_digest", "process_
 Exit status: 0 runtime_effective true, 1 false, 2 usage error or unreadable input,
 3 internal error.
 """
-
-
-def _slot_json(slot: SlotStatus) -> dict[str, Any]:
-    proc = slot.process
-    return {
-        "slot": slot.slot,
-        "covered": slot.covered,
-        "process": None
-        if proc is None
-        else {
-            "host": proc.host,
-            "pid": proc.pid,
-            "start_ticks": proc.start_ticks,
-            "boot_id": proc.boot_id,
-        },
-        "kid": slot.kid,
-        "newest_seq": slot.newest_seq,
-        "age_s": slot.age_s,
-        "last_dispatch_at": slot.last_dispatch_at,
-        "counters": slot.counters,
-        "reasons": [reason.to_dict() for reason in slot.reasons],
-    }
-
-
-def _to_json(status: RuntimeStatus, binding: dict[str, Any] | None) -> dict[str, Any]:
-    stages = lifecycle(binding, status)
-    covered = sum(s.covered for s in status.slots)
-    return {
-        "runtime_effective": status.effective,
-        "effective": status.effective,
-        "now": status.now,
-        "version": status.version,
-        "coverage": {"covered": covered, "slots": len(status.slots)},
-        "reasons": [reason.to_dict() for reason in status.reasons],
-        "slots": [_slot_json(slot) for slot in status.slots],
-        "accepted": status.accepted,
-        "refused": status.refused,
-        "torn": status.torn,
-        "last_seq": status.last_seq,
-        "gaps": [list(gap) for gap in status.gaps],
-        "newest": status.newest.to_dict() if status.newest else None,
-        "counters": status.counters,
-        "lifecycle": {name: stage.to_dict() for name, stage in stages.items()},
-    }
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -231,7 +185,7 @@ def status_command(
     if history.STOP.is_set():
         raise KeyboardInterrupt("interrupted: the history walked so far is saved")
     if as_json:
-        typer.echo(json_line(_to_json(status, launch_doc)))
+        typer.echo(json_line(status_document(status, launch_doc)))
     else:
         typer.echo(f"runtime_effective: {'true' if status.effective else 'false'}")
         covered = sum(s.covered for s in status.slots)

@@ -25,9 +25,16 @@ from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.launcher.plan import BUNDLE_NAME, DEFAULT_PLUGIN_ID, bundle_manifest
 from ecpa.profile.strict_json import parse_object
-from ecpa.runtime import MAX_LAUNCH_FILE_BYTES, EvidenceStore, RuntimeStatus
+from ecpa.runtime import MAX_LAUNCH_FILE_BYTES, EvidenceStore, RuntimeStatus, SlotStatus
 
-__all__ = ["STAGES", "Stage", "launch_dir_binding", "lifecycle", "store_binding"]
+__all__ = [
+    "STAGES",
+    "Stage",
+    "launch_dir_binding",
+    "lifecycle",
+    "status_document",
+    "store_binding",
+]
 
 STAGES = ("installed", "configured", "enabled", "runtime_effective")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -110,6 +117,53 @@ def lifecycle(binding: Mapping[str, Any] | None, status: RuntimeStatus) -> dict[
         "configured": _configured(plugin_id, status),
         "enabled": _enabled(binding, status),
         "runtime_effective": Stage(status.effective, verdict),
+    }
+
+
+def _slot_json(slot: SlotStatus) -> dict[str, Any]:
+    proc = slot.process
+    return {
+        "slot": slot.slot,
+        "covered": slot.covered,
+        "process": None
+        if proc is None
+        else {
+            "host": proc.host,
+            "pid": proc.pid,
+            "start_ticks": proc.start_ticks,
+            "boot_id": proc.boot_id,
+        },
+        "kid": slot.kid,
+        "newest_seq": slot.newest_seq,
+        "age_s": slot.age_s,
+        "last_dispatch_at": slot.last_dispatch_at,
+        "counters": slot.counters,
+        "reasons": [reason.to_dict() for reason in slot.reasons],
+    }
+
+
+def status_document(status: RuntimeStatus, binding: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The document ``ecpa status --json`` prints (docs/cli.md), ``ecpa serve`` serves and
+    ``ecpa launches`` summarizes: the derivation ``status`` of the launch whose
+    ``launch.json`` (or binding) is ``binding``, with its :func:`lifecycle`."""
+    stages = lifecycle(binding, status)
+    covered = sum(s.covered for s in status.slots)
+    return {
+        "runtime_effective": status.effective,
+        "effective": status.effective,
+        "now": status.now,
+        "version": status.version,
+        "coverage": {"covered": covered, "slots": len(status.slots)},
+        "reasons": [reason.to_dict() for reason in status.reasons],
+        "slots": [_slot_json(slot) for slot in status.slots],
+        "accepted": status.accepted,
+        "refused": status.refused,
+        "torn": status.torn,
+        "last_seq": status.last_seq,
+        "gaps": [list(gap) for gap in status.gaps],
+        "newest": status.newest.to_dict() if status.newest else None,
+        "counters": status.counters,
+        "lifecycle": {name: stage.to_dict() for name, stage in stages.items()},
     }
 
 

@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ecpa.runtime.host.evidence_log import EvidenceLog as EvidenceLog
     from ecpa.runtime.host.launches import LAUNCH_DIR_NAME as LAUNCH_DIR_NAME
+    from ecpa.runtime.host.launches import Judged as Judged
+    from ecpa.runtime.host.launches import JudgedList as JudgedList
     from ecpa.runtime.host.launches import LaunchList as LaunchList
     from ecpa.runtime.host.launches import LaunchSummary as LaunchSummary
+    from ecpa.runtime.host.launches import judge_launches as judge_launches
     from ecpa.runtime.host.launches import list_launches as list_launches
     from ecpa.runtime.host.ship import ShipReport as ShipReport
     from ecpa.runtime.host.ship import ship_launch as ship_launch
@@ -75,6 +78,8 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.process import prctl as prctl
     from ecpa.runtime.model.process import proc_table as proc_table
     from ecpa.runtime.model.process import read_identity as read_identity
+    from ecpa.runtime.stores.pgconn import describe_dsn as describe_dsn
+    from ecpa.runtime.stores.pgconn import scrub_dsn as scrub_dsn
     from ecpa.runtime.stores.postgres import is_postgres_dsn as is_postgres_dsn
     from ecpa.runtime.stores.remote import status_from_store as status_from_store
     from ecpa.runtime.stores.replay import MemoryReplayFence as MemoryReplayFence
@@ -105,6 +110,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "EvidenceLog": ("ecpa.runtime.host.evidence_log", "EvidenceLog"),
     "EvidenceStore": ("ecpa.runtime.stores.store", "EvidenceStore"),
     "LaunchEnvironment": ("ecpa.runtime.model.process", "LaunchEnvironment"),
+    "Judged": ("ecpa.runtime.host.launches", "Judged"),
+    "JudgedList": ("ecpa.runtime.host.launches", "JudgedList"),
     "LaunchList": ("ecpa.runtime.host.launches", "LaunchList"),
     "LaunchSummary": ("ecpa.runtime.host.launches", "LaunchSummary"),
     "Membership": ("ecpa.runtime.model.membership", "Membership"),
@@ -126,10 +133,13 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "evidence_digest": ("ecpa.runtime.model.evidence", "evidence_digest"),
     "expected_from_dict": ("ecpa.runtime.model.launch", "expected_from_dict"),
     "history": ("ecpa.runtime.judge.history", None),
+    "describe_dsn": ("ecpa.runtime.stores.pgconn", "describe_dsn"),
+    "scrub_dsn": ("ecpa.runtime.stores.pgconn", "scrub_dsn"),
     "is_postgres_dsn": ("ecpa.runtime.stores.postgres", "is_postgres_dsn"),
     "kid_for": ("ecpa.runtime.model.enroll", "kid_for"),
     "launch_document": ("ecpa.runtime.model.plan", "launch_document"),
     "launch_from_env": ("ecpa.runtime.model.process", "launch_from_env"),
+    "judge_launches": ("ecpa.runtime.host.launches", "judge_launches"),
     "list_launches": ("ecpa.runtime.host.launches", "list_launches"),
     "log_name": ("ecpa.runtime.model.enroll", "log_name"),
     "make_undumpable": ("ecpa.runtime.model.process", "make_undumpable"),

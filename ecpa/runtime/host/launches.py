@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES
+from ecpa.runtime.model.process import PROC
 from ecpa.runtime.stores.remote import status_from_store
 from ecpa.runtime.stores.store import EvidenceStore
 
@@ -31,6 +33,8 @@ __all__ = [
     "LAUNCH_DIR_NAME",
     "MAX_ENTRIES",
     "MAX_LAUNCHES",
+    "Judged",
+    "JudgedList",
     "LaunchList",
     "LaunchSummary",
     "Skipped",
@@ -99,6 +103,30 @@ class LaunchList:
         }
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One launch as judged: its summary, the whole derivation, and its ``launch.json``
+    bytes (empty: the store holds none), for those who show more than the summary."""
+
+    summary: LaunchSummary
+    status: RuntimeStatus
+    launch_doc: bytes
+    #: Seconds the derivation took (reading included).
+    took_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class JudgedList:
+    """:func:`judge_launches`'s answer: every launch judged, and what was not."""
+
+    judged: tuple[Judged, ...]
+    skipped: tuple[Skipped, ...]
+    truncated: tuple[str, ...]
+
+    def summaries(self) -> LaunchList:
+        return LaunchList(tuple(j.summary for j in self.judged), self.skipped, self.truncated)
+
+
 def _started_at(launch_doc: bytes) -> int | None:
     try:
         value = parse_object(launch_doc, what="launch.json").get("started_at")
@@ -107,11 +135,11 @@ def _started_at(launch_doc: bytes) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _summary(
-    status: RuntimeStatus, launch_id: str, source: str, launch_doc: bytes
-) -> LaunchSummary:
+def _judged(
+    status: RuntimeStatus, launch_id: str, source: str, launch_doc: bytes, took_s: float
+) -> Judged:
     ended = next((r.text for r in status.reasons if r.code is ReasonCode.LAUNCH_ENDED), None)
-    return LaunchSummary(
+    summary = LaunchSummary(
         launch_id,
         source,
         status.effective,
@@ -120,6 +148,7 @@ def _summary(
         len(status.slots),
         _started_at(launch_doc),
     )
+    return Judged(summary, status, launch_doc, took_s)
 
 
 def _names(directory: Path, max_entries: int) -> tuple[list[str], list[Skipped], list[str]]:
@@ -152,34 +181,42 @@ def _names(directory: Path, max_entries: int) -> tuple[list[str], list[Skipped],
 
 
 def _from_dir(
-    directory: Path, *, now: int, limit: int, max_entries: int
-) -> tuple[list[LaunchSummary], list[Skipped], list[str]]:
+    directory: Path,
+    *,
+    now: int,
+    limit: int,
+    max_entries: int,
+    proc_root: Path,
+    host: str | None,
+) -> tuple[list[Judged], list[Skipped], list[str]]:
     names, skipped, notes = _names(directory, max_entries)
     if len(names) > limit:
         notes.append(f"{directory}: judged the first {limit:,} of {len(names):,} launches")
-    found: list[LaunchSummary] = []
+    found: list[Judged] = []
     for name in names[:limit]:
         launch = directory / name  # the name is launch-<16 hex>: no separator, no "..".
+        started = time.perf_counter()
         try:
-            status = status_from_launch_dir(launch, now=now)
+            status = status_from_launch_dir(launch, now=now, proc_root=proc_root, host=host)
             doc = read_bounded(
                 launch / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
             )
         except EcpaError as exc:
             skipped.append(Skipped(str(directory), name, f"{exc.code.value}: {exc.detail}"))
             continue
-        found.append(_summary(status, name, str(directory), doc))
+        found.append(_judged(status, name, str(directory), doc, time.perf_counter() - started))
     return found, skipped, notes
 
 
-def _from_store(dsn: str, *, limit: int) -> tuple[list[LaunchSummary], list[Skipped], list[str]]:
+def _from_store(dsn: str, *, limit: int) -> tuple[list[Judged], list[Skipped], list[str]]:
     with EvidenceStore(dsn, create=False) as store:
         where = store.where
         ids = store.launch_ids(limit + 1)
         notes = [f"{where}: judged the first {limit:,} launches"] if len(ids) > limit else []
-        found: list[LaunchSummary] = []
+        found: list[Judged] = []
         skipped: list[Skipped] = []
         for launch_id in ids[:limit]:
+            started = time.perf_counter()
             try:
                 status = status_from_store(dsn, launch_id)
                 row = store.launch(launch_id)
@@ -187,8 +224,45 @@ def _from_store(dsn: str, *, limit: int) -> tuple[list[LaunchSummary], list[Skip
                 skipped.append(Skipped(where, launch_id, f"{exc.code.value}: {exc.detail}"))
                 continue
             doc = b"" if row is None else row.launch_doc
-            found.append(_summary(status, launch_id, where, doc))
+            found.append(_judged(status, launch_id, where, doc, time.perf_counter() - started))
     return found, skipped, notes
+
+
+def judge_launches(
+    evidence_dirs: Sequence[Path] = (),
+    dsn: str | None = None,
+    *,
+    now: int,
+    limit: int = MAX_LAUNCHES,
+    max_entries: int = MAX_ENTRIES,
+    proc_root: Path = PROC,
+    host: str | None = None,
+) -> JudgedList:
+    """The launches in each of ``evidence_dirs`` (judged at ``now``) and in the evidence
+    store at ``dsn`` (judged by the database server's clock), each with its whole
+    derivation, and what was skipped and why; ``proc_root`` is where the directories'
+    processes are looked up, ``host`` the name of this host (None: its own).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for an evidence directory that cannot be listed;
+            ``ECPA_EVIDENCE_STORE`` for a store that cannot be used.
+    """
+    judged: list[Judged] = []
+    skipped: list[Skipped] = []
+    notes: list[str] = []
+    for directory in evidence_dirs:
+        found, passed, capped = _from_dir(
+            directory, now=now, limit=limit, max_entries=max_entries, proc_root=proc_root, host=host
+        )
+        judged += found
+        skipped += passed
+        notes += capped
+    if dsn is not None:
+        found, passed, capped = _from_store(dsn, limit=limit)
+        judged += found
+        skipped += passed
+        notes += capped
+    return JudgedList(tuple(judged), tuple(skipped), tuple(notes))
 
 
 def list_launches(
@@ -199,24 +273,7 @@ def list_launches(
     limit: int = MAX_LAUNCHES,
     max_entries: int = MAX_ENTRIES,
 ) -> LaunchList:
-    """The launches in each of ``evidence_dirs`` (judged at ``now``) and in the evidence
-    store at ``dsn`` (judged by the database server's clock), with what was skipped and why.
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for an evidence directory that cannot be listed;
-            ``ECPA_EVIDENCE_STORE`` for a store that cannot be used.
-    """
-    launches: list[LaunchSummary] = []
-    skipped: list[Skipped] = []
-    notes: list[str] = []
-    for directory in evidence_dirs:
-        found, passed, capped = _from_dir(directory, now=now, limit=limit, max_entries=max_entries)
-        launches += found
-        skipped += passed
-        notes += capped
-    if dsn is not None:
-        found, passed, capped = _from_store(dsn, limit=limit)
-        launches += found
-        skipped += passed
-        notes += capped
-    return LaunchList(tuple(launches), tuple(skipped), tuple(notes))
+    """The summaries of :func:`judge_launches` (same arguments, same errors)."""
+    return judge_launches(
+        evidence_dirs, dsn, now=now, limit=limit, max_entries=max_entries
+    ).summaries()

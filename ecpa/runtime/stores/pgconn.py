@@ -34,7 +34,7 @@ __all__ = [
     "is_postgres_dsn",
     "looks_like_dsn",
     "primary_key",
-    "scrub",
+    "scrub_dsn",
     "store_error",
 ]
 
@@ -83,7 +83,7 @@ def _secrets(dsn: str) -> list[str]:
     return [x for x in found if x]
 
 
-def scrub(text: str, dsn: str) -> str:
+def scrub_dsn(text: str, dsn: str) -> str:
     """``text`` with the password of ``dsn`` replaced by ``***``."""
     for secret in sorted(_secrets(dsn), key=len, reverse=True):
         text = text.replace(secret, "***")
@@ -101,7 +101,7 @@ def describe_dsn(dsn: str) -> str:
     host = str(parts.get("host") or "localhost")
     port = str(parts.get("port") or "5432")
     where = f"PostgreSQL at {host}:{port}, database {parts.get('dbname') or parts.get('user')}"
-    return scrub(where, dsn)
+    return scrub_dsn(where, dsn)
 
 
 def driver(code: ErrorCode) -> Any:
@@ -177,7 +177,7 @@ def store_error(code: ErrorCode, dsn: str, exc: BaseException) -> EcpaError:
     """The error for a failed database call: where, and the server's first line (with any
     password of ``dsn`` scrubbed from it)."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return EcpaError(code, f"expected a usable {describe_dsn(dsn)}, found: {scrub(first, dsn)}")
+    return EcpaError(code, f"expected a usable {describe_dsn(dsn)}, found: {scrub_dsn(first, dsn)}")
 
 
 class Watchdog:

@@ -1,0 +1,124 @@
+"""``ecpa serve``: the HTTP API, Prometheus metrics and status page over launches (the
+``serve`` extra, imported only when the command runs)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ecpa.cli._common import EXIT_OK, fail_usage
+from ecpa.runtime import is_postgres_dsn
+
+__all__ = ["SERVE_EXAMPLES", "serve_command"]
+
+SERVE_EXAMPLES = """\b
+Examples:
+  ecpa serve --evidence-dir runs
+  ecpa serve --evidence-dir /srv/ecpa/runs --listen 0.0.0.0:9464 --token-file /etc/ecpa/token
+  ECPA_DB=postgresql://ecpa@db.example/ecpa ecpa serve
+
+\b
+Endpoints (docs/serve.md): GET /v1/launches, GET /v1/launches/{launch_id} (the document of
+`ecpa status --json`), GET /metrics (Prometheus), GET / (a page that refreshes itself),
+GET /healthz, GET /openapi.json. Only GET and HEAD; read-only. Every launch is judged once
+per --interval, whatever the number of clients; a judgement older than --stale-after is
+served as not effective. Listening beyond loopback needs --token-file (a 0600 file of this
+user holding the bearer token); /healthz needs no token.
+
+\b
+Exit status: 0 stopped by SIGINT or SIGTERM, 2 usage error (a non-loopback --listen without
+--token-file, a bad token file, an address in use, an unreadable source), 3 internal error.
+"""
+
+
+def serve_command(
+    evidence_dir: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="DIR", help="The --evidence-dir of `ecpa run` (repeatable)."),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DSN",
+            envvar="ECPA_DB",
+            show_envvar=True,
+            help="Evidence store (postgresql:// DSN) `ecpa ship` fills.",
+        ),
+    ] = None,
+    listen: Annotated[
+        str, typer.Option(metavar="HOST:PORT", help="Address to listen on (port 0: any free).")
+    ] = "127.0.0.1:9464",
+    token_file: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Bearer token file (0600); required beyond loopback."),
+    ] = None,
+    interval: Annotated[
+        float, typer.Option(metavar="S", help="Seconds between judgements (0.2 to 3600).")
+    ] = 1.0,
+    stale_after: Annotated[
+        float | None,
+        typer.Option(
+            metavar="S",
+            help="Serve every launch as not effective once the newest judgement is older "
+            "(default: 10 s or 3 intervals, the larger).",
+        ),
+    ] = None,
+    retention: Annotated[
+        float,
+        typer.Option(metavar="S", help="Seconds an ended launch stays in /metrics (default 1 h)."),
+    ] = 3600.0,
+    limit: Annotated[
+        int, typer.Option(metavar="N", help="Launches judged at most per source (1 to 1000).")
+    ] = 100,
+) -> None:
+    """Serve runtime_effective over HTTP: API, Prometheus metrics and a status page.
+
+    Prints one line on stderr once it listens (the address actually bound), then serves
+    until SIGINT or SIGTERM. Read-only: it changes no evidence.
+    """
+    dirs = list(evidence_dir or [])
+    if not dirs and db is None:
+        raise fail_usage("expected --evidence-dir DIR or --db DSN (or ECPA_DB), or both")
+    if db is not None and not is_postgres_dsn(db):
+        raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
+    if not 1 <= limit <= 1000:
+        raise fail_usage(f"expected --limit within [1, 1000], found {limit}")
+    if not (math.isfinite(interval) and 0.2 <= interval <= 3600):
+        raise fail_usage(f"expected --interval within [0.2, 3600] seconds, found {interval}")
+    stale = max(10.0, 3 * interval) if stale_after is None else stale_after
+    if not (math.isfinite(stale) and interval < stale <= 86400):
+        raise fail_usage(
+            f"expected --stale-after within ({interval}, 86400] seconds, found {stale}"
+        )
+    if not (math.isfinite(retention) and 0 <= retention <= 366 * 86400):
+        raise fail_usage(f"expected --retention within [0, 31622400] seconds, found {retention}")
+    for directory in dirs:
+        if not directory.is_dir():
+            raise fail_usage(f"expected an evidence directory at {directory}, found none")
+    try:
+        from ecpa.serve.board import Sources
+        from ecpa.serve.server import ServeOptions, is_loopback, parse_listen, read_token, serve
+    except ImportError as exc:
+        raise fail_usage(
+            f"ecpa serve needs the serve extra (pip install 'ecpa[serve]'): {exc}"
+        ) from None
+    address = parse_listen(listen)
+    if token_file is None and not is_loopback(address.host):
+        raise fail_usage(
+            f"expected --token-file FILE to listen on {address.host}, beyond loopback "
+            "(without a token, listen on 127.0.0.1 or ::1)"
+        )
+    token = None if token_file is None else read_token(token_file)
+    options = ServeOptions(
+        Sources(tuple(dirs), db, limit),
+        address,
+        token,
+        interval=interval,
+        stale_after=stale,
+        retention_s=retention,
+    )
+    serve(options, say=lambda line: typer.echo(line, err=True))
+    raise typer.Exit(EXIT_OK)

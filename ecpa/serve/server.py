@@ -1,0 +1,169 @@
+"""Running ``ecpa serve``: the address to listen on (loopback unless a token is given), the
+token file (read like a key: a regular file of this user, mode 0600), and uvicorn with its
+limits (connections, header size, keep-alive), over a socket bound here so that the
+address actually bound (port 0: any free port) is said before the first request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import stat
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ecpa._files import read_bounded
+from ecpa.errors import ErrorCode, invalid_input
+from ecpa.serve.app import create_app, prerender
+from ecpa.serve.board import Board, Sources
+from ecpa.serve.metrics import Metrics
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "Listen",
+    "ServeOptions",
+    "is_loopback",
+    "parse_listen",
+    "read_token",
+    "serve",
+]
+
+DEFAULT_LISTEN = "127.0.0.1:9464"
+#: Bytes of a token file read at most; a token of fewer characters is refused.
+_MAX_TOKEN_FILE = 4096
+_MIN_TOKEN = 16
+
+
+@dataclass(frozen=True)
+class Listen:
+    host: str
+    port: int
+
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+def parse_listen(text: str) -> Listen:
+    """``HOST:PORT`` or ``[V6]:PORT`` (port 0: any free port).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming what was expected and found.
+    """
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise invalid_input(f"expected --listen HOST:PORT (port 0 to 65535), found {text!r}")
+    return Listen(host, int(port))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``); a name is not resolved."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(path: Path) -> bytes:
+    """The bearer token in ``path``: a regular file (no symlink) of this user that neither
+    group nor others may read, holding one printable token of at least 16 characters (a
+    final newline is dropped).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming the file and what was wrong (never the token).
+    """
+    data = read_bounded(path, _MAX_TOKEN_FILE, ErrorCode.INVALID_INPUT)
+    st = os.stat(path, follow_symlinks=False)
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid() or mode & 0o077:
+        raise invalid_input(
+            f"expected token file {path} owned by uid {os.geteuid()} with mode 0600, "
+            f"found uid {st.st_uid} and mode {mode:04o}"
+        )
+    token = data.rstrip(b"\r\n")
+    if len(token) < _MIN_TOKEN or not all(0x21 <= b <= 0x7E for b in token):
+        raise invalid_input(
+            f"expected one token of at least {_MIN_TOKEN} printable characters (no spaces) "
+            f"in {path}, found {len(token)} bytes that are not such a token"
+        )
+    return token
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    sources: Sources
+    listen: Listen
+    token: bytes | None
+    interval: float
+    stale_after: float
+    retention_s: float
+    #: Largest concurrent connections; more get 503 at once.
+    max_connections: int = 64
+
+
+def _bind(listen: Listen) -> socket.socket:
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((listen.host, listen.port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise invalid_input(
+            f"expected to listen on {listen.host}:{listen.port}, found: {exc.strerror or exc}"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
+    """Judge every launch once, bind, say where, and serve until SIGINT or SIGTERM."""
+    import uvicorn
+
+    page_refresh = max(2, round(options.interval * 2))
+    metrics = Metrics(options.retention_s)
+    board = Board(
+        options.sources,
+        interval=options.interval,
+        stale_after=options.stale_after,
+        publish=lambda snap: prerender(snap, metrics, page_refresh_s=page_refresh),
+    )
+    board.refresh()
+    sock = _bind(options.listen)
+    host, port = sock.getsockname()[:2]
+    bound = Listen(host, port)
+    app = create_app(board, metrics, token=options.token, page_refresh_s=page_refresh)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,  # a line per request is the proxy's job; none ever holds a header
+        server_header=False,
+        proxy_headers=False,
+        limit_concurrency=options.max_connections,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=2,
+        h11_max_incomplete_event_size=16 * 1024,
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    sources = ", ".join(options.sources.names())
+    say(
+        f"ecpa serve: listening on {bound.url()} ({len(board.view()[0].entries)} launches "
+        f"in {sources}; refresh every {options.interval:g} s"
+        f"{'; bearer token required' if options.token else ''})"
+    )
+    sys.stdout.flush()
+    board.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        board.stop()
+        sock.close()

@@ -1,0 +1,305 @@
+"""``ecpa serve``'s API, metrics, page and guard, on uvicorn in the test's process over
+launch directories with a fake ``/proc`` (docs/serve.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.launchdir import HOST
+from ecpa.launcher.lifecycle import launch_dir_binding, status_document
+from ecpa.runtime import status_from_launch_dir
+from tests.serve._served import launch_id, sample, served, sources_of, write_runs
+
+ONE = launch_id(1)
+TOKEN = b"s3cret-token-0123456789abcdef"
+
+
+def test_the_listing_and_a_launch_document_are_the_status_derivation(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 2)
+    with served(sources_of(runs, written)) as srv:
+        listing = srv.get_json("/v1/launches")
+        assert [x["launch_id"] for x in listing["launches"]] == [ONE, launch_id(2)]
+        first = listing["launches"][0]
+        assert first["runtime_effective"] is True
+        assert first["coverage"] == {"covered": 2, "slots": 2}
+        assert first["ended"] is False
+        assert listing["stale"] is False
+        assert [s["name"] for s in listing["skipped"]] == ["proc"]  # the fake /proc: no launch
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+    # The same document `ecpa status --json` prints, judged at the board's time.
+    directory = written[0].directory
+    status = status_from_launch_dir(
+        directory, now=doc["now"], proc_root=written[0].proc_root, host=HOST
+    )
+    want = status_document(status, launch_dir_binding(directory))
+    assert {k: v for k, v in doc.items() if k not in ("launch_id", "source")} == want
+    assert doc["launch_id"] == ONE
+    assert set(doc["lifecycle"]) == {"installed", "configured", "enabled", "runtime_effective"}
+    assert doc["lifecycle"]["runtime_effective"]["state"] is True
+
+
+def test_metrics_name_each_launch_and_slot(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1, slots=3)
+    with served(sources_of(runs, written)) as srv:
+        text = srv.metrics_text()
+    assert sample(text, "ecpa_runtime_effective", launch_id=ONE) == 1.0
+    assert sample(text, "ecpa_launch_ended", launch_id=ONE) == 0.0
+    assert sample(text, "ecpa_launch_slots", launch_id=ONE) == 3.0
+    for slot in ("scheduler.0", "scheduler.1", "scheduler.2"):
+        assert sample(text, "ecpa_slot_covered", launch_id=ONE, slot=slot) == 1.0
+        assert sample(text, "ecpa_slot_evidence_age_seconds", launch_id=ONE, slot=slot) is not None
+        # bench.launchdir's newest record (seq 3) counts 12 calls, 9 selections, 3 abstentions
+        assert sample(text, "ecpa_slot_calls_total", launch_id=ONE, slot=slot) == 12.0
+        assert sample(text, "ecpa_slot_selections_total", launch_id=ONE, slot=slot) == 9.0
+        assert sample(text, "ecpa_slot_abstentions_total", launch_id=ONE, slot=slot) == 3.0
+        assert sample(text, "ecpa_slot_failures_total", launch_id=ONE, slot=slot) == 0.0
+    assert sample(text, "ecpa_serve_derivation_seconds_count") == 1.0
+    assert sample(text, "ecpa_serve_stale") == 0.0
+    assert sample(text, "ecpa_serve_source_up", source=str(runs)) == 1.0
+
+
+def test_refused_records_are_counted_by_code(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    log = next((written[0].directory / "evidence" / ONE).glob("scheduler.0-*.jsonl"))
+    with log.open("ab") as out:
+        out.write(b'{"not": "a record"}\n')
+    with served(sources_of(runs, written)) as srv:
+        text = srv.metrics_text()
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+    assert doc["refused"], doc["refused"]
+    for code, count in doc["refused"].items():
+        assert sample(text, "ecpa_records_refused_total", launch_id=ONE, code=code) == count
+
+
+def test_requests_share_one_derivation_per_refresh(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 3)
+    with served(sources_of(runs, written)) as srv:
+        for _ in range(20):
+            srv.get_json("/v1/launches")
+            srv.get_json(f"/v1/launches/{ONE}")
+            srv.metrics_text()
+            srv.request("GET", "/")
+        text = srv.metrics_text()
+        assert sample(text, "ecpa_serve_refreshes_total") == 1.0
+        assert sample(text, "ecpa_serve_derivation_seconds_count") == 3.0
+        srv.board.refresh()
+        text = srv.metrics_text()
+    assert sample(text, "ecpa_serve_refreshes_total") == 2.0
+    assert sample(text, "ecpa_serve_derivation_seconds_count") == 6.0
+
+
+def test_a_killed_process_turns_its_slot_and_the_launch_to_0(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written), interval=0.2, refresher=True) as srv:
+        assert sample(srv.metrics_text(), "ecpa_runtime_effective", launch_id=ONE) == 1.0
+        [pid] = [w.pid for slot, w in written[0].processes.items() if slot.ordinal == 1]
+        shutil.rmtree(written[0].proc_root / str(pid))  # the process of scheduler.1 is gone
+        deadline = time.monotonic() + 10
+        while sample(srv.metrics_text(), "ecpa_runtime_effective", launch_id=ONE) != 0.0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        text = srv.metrics_text()
+    assert sample(text, "ecpa_slot_covered", launch_id=ONE, slot="scheduler.0") == 1.0
+    assert sample(text, "ecpa_slot_covered", launch_id=ONE, slot="scheduler.1") == 0.0
+
+
+def test_a_stale_judgement_is_served_as_not_effective(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written), stale_after=0.3) as srv:
+        assert srv.get_json(f"/v1/launches/{ONE}")["runtime_effective"] is True
+        time.sleep(0.5)  # no refresher: the judgement only ages
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+        listing = srv.get_json("/v1/launches")
+        text = srv.metrics_text()
+        status, _, body = srv.request("GET", "/healthz")
+        _, _, page = srv.request("GET", "/")
+    assert doc["runtime_effective"] is False
+    assert doc["reasons"][0]["code"] == "evidence_unreadable"
+    assert "last judgement is" in doc["reasons"][0]["text"]
+    assert doc["lifecycle"]["runtime_effective"]["state"] is False
+    assert [s["covered"] for s in doc["slots"]] == [False, False]
+    assert listing["stale"] is True
+    assert listing["launches"][0]["runtime_effective"] is False
+    assert sample(text, "ecpa_runtime_effective", launch_id=ONE) == 0.0
+    assert sample(text, "ecpa_slot_covered", launch_id=ONE, slot="scheduler.0") == 0.0
+    assert sample(text, "ecpa_serve_stale") == 1.0
+    assert status == 503
+    assert json.loads(body)["status"] == "stale"
+    assert b"too old" in page
+
+
+def test_an_unreadable_source_keeps_its_launches_listed_not_effective(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written)) as srv:
+        runs.rename(tmp_path / "moved")
+        srv.board.refresh()
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+        text = srv.metrics_text()
+    assert doc["runtime_effective"] is False
+    assert doc["reasons"][0]["code"] == "evidence_unreadable"
+    assert str(runs) in doc["reasons"][0]["text"]
+    assert sample(text, "ecpa_runtime_effective", launch_id=ONE) == 0.0
+    assert sample(text, "ecpa_serve_source_up", source=str(runs)) == 0.0
+
+
+def test_ended_launches_leave_the_metrics_after_the_retention(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 2)
+    exit_doc = {"schema": "ecpa-exit/0.2", "ended_at": int(time.time()), "exit_status": 0}
+    (written[0].directory / "exit.json").write_text(json.dumps(exit_doc))
+    with served(sources_of(runs, written), retention_s=0.2) as srv:
+        text = srv.metrics_text()
+        assert sample(text, "ecpa_launch_ended", launch_id=ONE) == 1.0
+        assert sample(text, "ecpa_runtime_effective", launch_id=ONE) == 0.0
+        time.sleep(0.3)
+        srv.board.refresh()
+        text = srv.metrics_text()
+        listing = srv.get_json("/v1/launches")
+    assert sample(text, "ecpa_launch_ended", launch_id=ONE) is None
+    assert sample(text, "ecpa_slot_covered", launch_id=ONE, slot="scheduler.0") is None
+    assert sample(text, "ecpa_runtime_effective", launch_id=launch_id(2)) == 1.0
+    assert [x["ended"] for x in listing["launches"]] == [True, False]  # the API keeps it
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/launches/..%2F..%2Fetc%2Fpasswd",
+        "/v1/launches/..",
+        "/v1/launches/%2e%2e",
+        "/v1/launches/launch-0000000000000001%00",
+        "/v1/launches/launch-0000000000000001%0a",
+        "/v1/launches/" + "a" * 5000,
+        "/v1/launches/launch-ffffffffffffffff",
+        "/v1/launches/proc",
+        "/v1/launches/%ff%fe",
+    ],
+)
+def test_ids_that_are_no_launch_are_404_never_500(tmp_path: Path, path: str) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written)) as srv:
+        status, headers, body = srv.request("GET", path)
+    assert status == 404, (status, body)
+    assert headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"])
+def test_only_get_and_head(tmp_path: Path, method: str) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written)) as srv:
+        status, headers, _ = srv.request(method, "/v1/launches")
+        head_status, head_headers, head_body = srv.request("HEAD", "/v1/launches")
+    assert status == 405
+    assert headers["allow"] == "GET, HEAD"
+    assert head_status == 200
+    assert head_body == b""
+    assert int(head_headers["content-length"]) > 0
+
+
+def test_a_request_with_a_body_is_413(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written)) as srv:
+        status, _, _ = srv.request("GET", "/v1/launches", body=b"x" * 100)
+    assert status == 413
+
+
+def test_the_token_is_required_when_set(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written), token=TOKEN) as srv:
+        for path in ("/v1/launches", f"/v1/launches/{ONE}", "/metrics", "/", "/openapi.json"):
+            assert srv.request("GET", path)[0] == 401, path
+            wrong = {"Authorization": "Bearer " + "x" * len(TOKEN)}
+            assert srv.request("GET", path, wrong)[0] == 401, path
+            short = {"Authorization": "Bearer " + TOKEN.decode()[:-1]}
+            assert srv.request("GET", path, short)[0] == 401, path
+            basic = {"Authorization": "Basic " + TOKEN.decode()}
+            assert srv.request("GET", path, basic)[0] == 401, path
+            right = {"Authorization": "Bearer " + TOKEN.decode()}
+            assert srv.request("GET", path, right)[0] == 200, path
+        status, headers, _ = srv.request("GET", "/v1/launches")
+        assert status == 401
+        assert headers["www-authenticate"].startswith("Bearer")
+        assert srv.request("GET", "/healthz")[0] == 200  # probes need no token
+
+
+def test_a_slow_client_does_not_stall_the_others(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written)) as srv:
+        slow = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(8)]
+        try:
+            for sock in slow:
+                sock.sendall(b"GET /v1/launches HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never ends
+            started = time.monotonic()
+            for _ in range(5):
+                assert srv.get_json("/healthz")["status"] == "ok"
+            assert time.monotonic() - started < 5
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+def test_a_header_too_large_is_refused_not_buffered(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written)) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            answer = b""
+            try:
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 1_000_000)
+                answer = sock.recv(4096)
+            except (ConnectionResetError, BrokenPipeError):
+                pass  # closed before all of it was sent: refused all the same
+        # Refused (400) or cut off, never answered as a request; the server goes on.
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 400"), answer[:100]
+        assert srv.get_json("/healthz")["status"] == "ok"
+
+
+def test_the_page_shows_every_launch_escaped(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 2)
+    (runs / '<img src=x onerror="alert(1)">').write_text("")  # listed as skipped, escaped
+    with served(sources_of(runs, written)) as srv:
+        status, headers, body = srv.request("GET", "/")
+    page = body.decode()
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
+    assert "<img" not in page
+    assert status == 200
+    assert headers["content-type"].startswith("text/html")
+    assert "script-src" not in headers["content-security-policy"]  # default-src 'none'
+    assert '<meta http-equiv="refresh"' in page
+    assert ONE in page
+    assert launch_id(2) in page
+    assert "2 of 2 launches runtime_effective" in page
+    assert "scheduler.1" in page
+    assert "installed" in page
+    assert "<script" not in page
+    assert "Z (" in page  # times in ISO 8601 UTC, with how long ago
+
+
+def test_the_openapi_schema_is_served(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written)) as srv:
+        schema = srv.get_json("/openapi.json")
+    assert {"/v1/launches", "/v1/launches/{launch_id}", "/metrics", "/healthz", "/"} <= set(
+        schema["paths"]
+    )
+    assert "LaunchListing" in schema["components"]["schemas"]
