@@ -56,3 +56,12 @@ def test_the_test_files_named_in_the_docs_and_the_code_exist() -> None:
     }
     assert len(named) >= 10, named  # guards the test itself
     assert sorted(f"{src}: {path}" for src, path in named if not (ROOT / path).is_file()) == []
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)\n```", readme, flags=re.DOTALL)
+    tests_command = next(block for block in blocks if "pytest" in block)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").rstrip("\n").splitlines()[-1]
+    assert ci == tests_command
+    assert "scripts/chromium-up" in ci  # the page tests' browser, installed when missing

@@ -6,14 +6,19 @@ address actually bound (port 0: any free port) is said before the first request.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import signal
 import socket
 import stat
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import uvicorn
 
 from ecpa._files import read_bounded
 from ecpa.errors import ErrorCode, invalid_input
@@ -124,10 +129,26 @@ def _bind(listen: Listen) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopping on SIGINT or SIGTERM without raising the signal again
+    afterwards (as uvicorn does): ``ecpa serve`` then exits 0 (docs/serve.md)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        stops = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stops}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
 def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
     """Judge every launch once, bind, say where, and serve until SIGINT or SIGTERM."""
-    import uvicorn
-
     page_refresh = max(2, round(options.interval * 2))
     metrics = Metrics(options.retention_s)
     board = Board(
@@ -153,7 +174,7 @@ def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
         h11_max_incomplete_event_size=16 * 1024,
         lifespan="off",
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     sources = ", ".join(options.sources.names())
     say(
         f"ecpa serve: listening on {bound.url()} ({len(board.view()[0].entries)} launches "

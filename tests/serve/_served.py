@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,12 +19,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import uvicorn
 
 from bench.launchdir import HOST, Written, write_launch
 from ecpa.serve.app import create_app, prerender
 from ecpa.serve.board import Board, Sources
 from ecpa.serve.metrics import Metrics
+
+
+def chromium() -> str:
+    """Debian's chromium (``scripts/chromium-up``, run by ``.ci/run``, installs it)."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.geteuid() == 0:
+            pytest.fail("no chromium: `bash .ci/run` installs it (scripts/chromium-up)")
+        pytest.skip("no chromium, and not root to install it: apt-get install -y chromium")
+    return found
+
+
+def render_dom(url: str) -> str:
+    """The DOM headless Chromium builds from the page at ``url``."""
+    out = subprocess.run(
+        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
 
 INTERVAL = 100  # seconds between the written records: they stay fresh through a test
 

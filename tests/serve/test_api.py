@@ -14,7 +14,14 @@ import pytest
 from bench.launchdir import HOST
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document
 from ecpa.runtime import status_from_launch_dir
-from tests.serve._served import launch_id, sample, served, sources_of, write_runs
+from tests.serve._served import (
+    launch_id,
+    render_dom,
+    sample,
+    served,
+    sources_of,
+    write_runs,
+)
 
 ONE = launch_id(1)
 TOKEN = b"s3cret-token-0123456789abcdef"
@@ -303,3 +310,15 @@ def test_the_openapi_schema_is_served(tmp_path: Path) -> None:
         schema["paths"]
     )
     assert "LaunchListing" in schema["components"]["schemas"]
+
+
+@pytest.mark.e2e  # starts headless Chromium
+def test_the_page_as_headless_chromium_renders_it(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 2)
+    with served(sources_of(runs, written)) as srv:
+        dom = render_dom(f"http://127.0.0.1:{srv.port}/")
+    assert "<title>ecpa serve: 2/2 effective</title>" in dom
+    assert f'<section class="launch" id="{ONE}">' in dom
+    assert dom.count("<h3>Lifecycle</h3>") == 2
+    assert "scheduler.1" in dom
