@@ -136,3 +136,29 @@ def test_dla_sim_bench_times_the_study_and_the_trace() -> None:
     assert float(study.group(1)) > 0
     assert float(replay.group(1)) > 0
     assert "load average" in out
+
+
+def test_serve_bench_loads_the_endpoints_and_prints_its_rows() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.serve",
+            "--launches",
+            "2",
+            "--slots",
+            "2",
+            "--seconds",
+            "0.5",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    # the figures are not asserted; every request was answered 200 with a body, or it fails
+    for name in ("/metrics", "one launch"):
+        assert re.search(rf"^{re.escape(name)}\s+2 x 2\s+[\d,]+ req/s\s+p50 .* p99 ", out, re.M), (
+            out
+        )

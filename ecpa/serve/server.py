@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_LISTEN",
     "Listen",
     "ServeOptions",
+    "bind",
     "is_loopback",
     "parse_listen",
     "read_token",
@@ -113,11 +114,20 @@ class ServeOptions:
     max_connections: int = 64
 
 
-def _bind(listen: Listen) -> socket.socket:
+def bind(listen: Listen) -> socket.socket:
+    """A listening socket on ``listen``. Its connections send each write at once
+    (TCP_NODELAY, inherited from it): a response's headers and body are two writes, and
+    with Nagle's rule the second waited for the client's delayed ACK, 40 ms per keep-alive
+    request.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming the address and why it cannot be bound.
+    """
     family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((listen.host, listen.port))
         sock.listen(128)
     except OSError as exc:
@@ -158,7 +168,7 @@ def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
         publish=lambda snap: prerender(snap, metrics, page_refresh_s=page_refresh),
     )
     board.refresh()
-    sock = _bind(options.listen)
+    sock = bind(options.listen)
     host, port = sock.getsockname()[:2]
     bound = Listen(host, port)
     app = create_app(board, metrics, token=options.token, page_refresh_s=page_refresh)

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -26,6 +25,7 @@ from bench.launchdir import HOST, Written, write_launch
 from ecpa.serve.app import create_app, prerender
 from ecpa.serve.board import Board, Sources
 from ecpa.serve.metrics import Metrics
+from ecpa.serve.server import Listen, bind
 
 
 def chromium() -> str:
@@ -140,9 +140,7 @@ def served(
         publish=lambda snap: prerender(snap, metrics, page_refresh_s=5),
     )
     board.refresh()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
+    sock = bind(Listen("127.0.0.1", 0))
     app = create_app(board, metrics, token=token)
     server = uvicorn.Server(
         uvicorn.Config(

@@ -14,6 +14,7 @@ import pytest
 from bench.launchdir import HOST
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document
 from ecpa.runtime import status_from_launch_dir
+from ecpa.serve.server import Listen, bind
 from tests.serve._served import (
     launch_id,
     render_dom,
@@ -322,3 +323,18 @@ def test_the_page_as_headless_chromium_renders_it(tmp_path: Path) -> None:
     assert f'<section class="launch" id="{ONE}">' in dom
     assert dom.count("<h3>Lifecycle</h3>") == 2
     assert "scheduler.1" in dom
+
+
+def test_connections_send_each_write_at_once() -> None:
+    """TCP_NODELAY on the listening socket (its connections inherit it): without it, every
+    keep-alive response waited 40 ms for the client's delayed ACK (bench/serve.py found it)."""
+    sock = bind(Listen("127.0.0.1", 0))
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        with socket.create_connection(sock.getsockname()) as client:
+            accepted, _ = sock.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+                del client
+    finally:
+        sock.close()

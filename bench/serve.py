@@ -1,0 +1,175 @@
+"""``python -m bench.serve``: what ``ecpa serve`` answers under load.
+
+``--launches`` launch directories of ``--slots`` slots each are written directly
+(``bench.launchdir``, records fresh for 300 s, a fake ``/proc`` in which every process is
+alive) and served by ``ecpa serve`` in a process of its own (``--child``, the real
+``ecpa.serve.server.serve`` with its default refresh interval of 1 s, so the refresher
+judges every launch again and again while the requests come). Then ``--clients`` client
+threads in this process each send requests back to back on a keep-alive connection for
+``--seconds`` seconds, to ``/metrics`` and then to one launch's document; every answer is
+checked (200 and its size). A row gives requests per second and the median and 99th
+percentile latency; the refresh time the server reports (``ecpa_serve_refresh_seconds``) is
+printed beside it, since requests and the refresher share one interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.launchdir import HOST, write_launch
+
+#: Seconds between the written records: they stay fresh (heartbeat window 300 s) while
+#: the bench runs.
+_INTERVAL = 100
+
+
+def _write(root: Path, launches: int, slots: int) -> Path:
+    runs = root / "runs"
+    runs.mkdir(mode=0o700)
+    now = int(time.time())
+    proc = runs / "proc"
+    for n in range(1, launches + 1):
+        written = write_launch(
+            runs, slots=slots, records=3, now=now, interval=_INTERVAL, launch_id=f"launch-{n:016x}"
+        )
+        proc = written.proc_root
+    return proc
+
+
+def _child(runs: Path, proc_root: Path) -> None:
+    """Serve ``runs`` as ``ecpa serve`` does, with the fake ``/proc``; say the port."""
+    from ecpa.serve.board import Sources
+    from ecpa.serve.server import Listen, ServeOptions, serve
+
+    options = ServeOptions(
+        Sources((runs,), limit=1000, proc_root=proc_root, host=HOST),
+        Listen("127.0.0.1", 0),
+        None,
+        interval=1.0,
+        stale_after=3600.0,
+        retention_s=3600.0,
+        max_connections=256,
+    )
+    serve(options, say=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def _load(port: int, path: str, clients: int, seconds: float) -> tuple[int, list[float]]:
+    """Requests answered and their latencies (s), ``clients`` threads for ``seconds``."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors: list[str] = []
+    start = threading.Barrier(clients)
+
+    def client(mine: list[float]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        start.wait()
+        deadline = time.perf_counter() + seconds
+        try:
+            while (now := time.perf_counter()) < deadline:
+                conn.request("GET", path)
+                response = conn.getresponse()
+                body = response.read()
+                mine.append(time.perf_counter() - now)
+                if response.status != 200 or not body:
+                    errors.append(f"{path}: {response.status}")
+                    return
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(lat,)) for lat in latencies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(errors[0])
+    flat = [x for lat in latencies for x in lat]
+    return len(flat), flat
+
+
+def _refresh_s(port: int) -> float:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    match = re.search(r"^ecpa_serve_refresh_seconds (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else float("nan")
+
+
+def measure(launches: int, slots: int, clients: int, seconds: float, tmp: Path) -> list[str]:
+    """The table's rows for one server over ``launches`` x ``slots``."""
+    root = Path(tempfile.mkdtemp(prefix="ecpa-bench-serve-", dir=tmp))
+    rows = []
+    try:
+        proc_root = _write(root, launches, slots)
+        child = subprocess.Popen(  # noqa: S603 - our own interpreter, module and arguments
+            [sys.executable, "-m", "bench.serve", "--child", str(root / "runs"), str(proc_root)],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        )
+        try:
+            assert child.stderr is not None
+            line = child.stderr.readline()
+            match = re.search(r"listening on http://127\.0\.0\.1:(\d+) ", line)
+            if match is None:
+                raise RuntimeError(f"ecpa serve did not start: {line}{child.stderr.read()}")
+            port = int(match.group(1))
+            for name, path in (
+                ("/metrics", "/metrics"),
+                ("one launch", "/v1/launches/launch-0000000000000001"),
+            ):
+                count, latencies = _load(port, path, clients, seconds)
+                q = statistics.quantiles(latencies, n=100)
+                rows.append(
+                    f"{name:<12} {launches:>4} x {slots:<3} {count / seconds:>9,.0f} req/s"
+                    f"  p50 {q[49] * 1000:7.1f} ms  p99 {q[98] * 1000:7.1f} ms"
+                    f"  refresh {_refresh_s(port):6.2f} s  ({count:,} requests, {clients} clients)"
+                )
+        finally:
+            child.terminate()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(timeout=30)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.serve", description=__doc__)
+    parser.add_argument("--launches", type=int, nargs="+", default=[1, 100])
+    parser.add_argument("--slots", type=int, default=64)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(*args.child)
+        return 0
+    print(
+        f"ecpa serve under {args.clients} concurrent clients, {os.cpu_count()} CPUs, load "
+        + "/".join(f"{x:.2f}" for x in os.getloadavg()),
+        flush=True,
+    )
+    for launches in args.launches:
+        for row in measure(launches, args.slots, args.clients, args.seconds, args.tmp):
+            print(row, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
