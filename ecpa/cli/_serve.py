@@ -63,7 +63,7 @@ def serve_command(
         typer.Option(
             metavar="S",
             help="Serve every launch as not effective once the newest judgement is older "
-            "(default: 10 s or 3 intervals, the larger).",
+            "(default: 10 s, 3 intervals or an interval and 3 refresh durations, the largest).",
         ),
     ] = None,
     retention: Annotated[
@@ -118,6 +118,7 @@ def serve_command(
         token,
         interval=interval,
         stale_after=stale,
+        adaptive=stale_after is None,
         retention_s=retention,
     )
     serve(options, say=lambda line: typer.echo(line, err=True))

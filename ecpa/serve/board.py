@@ -4,7 +4,8 @@ the newest snapshot, never derive. So there is one derivation per launch per ref
 whatever the number of clients, and each derivation is the incremental one ``ecpa status``
 makes (its history checkpoints beside the logs).
 
-A snapshot never outlives its truth: once it is older than ``stale_after`` seconds (the
+A snapshot never outlives its truth: once it is older than ``stale_after`` seconds (with
+``adaptive``, or the interval and three times the newest refresh's duration, if more: the
 refresher stuck on a slow store, say), every launch is served as not effective, with a
 reason saying how old the last judgement is (:meth:`Board.view`). A source that cannot be
 read keeps its launches listed, not effective, with the error as their reason.
@@ -174,12 +175,16 @@ class Board:
         *,
         interval: float = 1.0,
         stale_after: float = 10.0,
+        adaptive: bool = False,
         publish: Callable[[Snapshot], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.sources = sources
         self.interval = interval
         self.stale_after = stale_after
+        #: Also allow three times the newest refresh's duration (a board of many launches
+        #: whose refresh takes longer than ``stale_after`` is slow, not stuck).
+        self.adaptive = adaptive
         self._publish = publish
         self._clock = clock
         self._snapshot: Snapshot | None = None
@@ -265,6 +270,12 @@ class Board:
         """Seconds since ``snapshot`` was made."""
         return time.monotonic() - snapshot.refreshed_mono
 
+    def limit(self, snapshot: Snapshot) -> float:
+        """The age beyond which ``snapshot`` is stale."""
+        if self.adaptive:
+            return max(self.stale_after, self.interval + 3 * snapshot.took_s)
+        return self.stale_after
+
     def view(self) -> tuple[Snapshot, bool]:
         """The newest snapshot, and whether it is stale; a stale one has every launch
         withdrawn (not effective, saying why) and no cached renderings."""
@@ -272,11 +283,12 @@ class Board:
         if snapshot is None:
             raise RuntimeError("the board was never refreshed")
         age = self.age(snapshot)
-        if age <= self.stale_after:
+        limit = self.limit(snapshot)
+        if age <= limit:
             return snapshot, False
         text = (
             f"evidence unreadable: ecpa serve's last judgement is {age:.0f} s old "
-            f"(more than {self.stale_after:g} s): its refresher is behind or stuck"
+            f"(more than {limit:g} s): its refresher is behind or stuck"
         )
         entries = {k: _withdrawn(e, text) for k, e in snapshot.entries.items()}
         return replace(snapshot, entries=entries, rendered={}), True

@@ -110,6 +110,8 @@ class ServeOptions:
     interval: float
     stale_after: float
     retention_s: float
+    #: ``stale_after`` was not given: allow three refresh durations too (Board.limit).
+    adaptive: bool = False
     #: Largest concurrent connections; more get 503 at once.
     max_connections: int = 64
 
@@ -165,6 +167,7 @@ def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
         options.sources,
         interval=options.interval,
         stale_after=options.stale_after,
+        adaptive=options.adaptive,
         publish=lambda snap: prerender(snap, metrics, page_refresh_s=page_refresh),
     )
     board.refresh()

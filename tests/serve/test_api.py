@@ -338,3 +338,18 @@ def test_connections_send_each_write_at_once() -> None:
                 del client
     finally:
         sock.close()
+
+
+def test_a_slow_board_is_not_stale_by_default_but_a_stuck_one_is(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written), stale_after=0.2) as srv:
+        board = srv.board
+        snapshot, _ = board.view()
+        board.adaptive = True
+        object.__setattr__(snapshot, "took_s", 1.0)  # as if a refresh took 1 s
+        time.sleep(0.4)
+        assert board.view()[1] is False  # 0.4 s < interval + 3 x 1 s
+        assert board.limit(snapshot) == board.interval + 3.0
+        board.adaptive = False
+        assert board.view()[1] is True  # an explicit --stale-after stands alone
