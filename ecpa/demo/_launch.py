@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ecpa.demo._hosts import hosts_steps
+from ecpa.demo._serve import serving
 from ecpa.demo._tour import Tour
 from ecpa.launcher.run import BINDING_NAMES
 
@@ -114,14 +115,20 @@ def slots_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
         status = ["status", "--launch", str(launch_dir)]
         tour.step(status, 0, "coverage: 2/2 slots", "both slots covered, each by its own process")
         hosts_steps(launch_dir, tour)
-        victim = _rank_pid(launch_dir, 1)
-        tour.say(f"\n# kill rank 1 (pid {victim}) with SIGKILL, as a crash would")
-        if victim is not None:
-            os.kill(victim, signal.SIGKILL)
-        deadline = time.monotonic() + timeout
-        while _quiet_status(tour, launch_dir) == 0 and time.monotonic() < deadline:
-            time.sleep(0.3)
-        tour.step(status, 1, "slot scheduler.1: not covered", "withdrawn, naming the slot")
+        with serving(d / "runs2", tour) as served:
+            if served is not None:
+                served.listing(launch_dir.name)
+                served.gauges(launch_dir.name, 1, 1)
+            victim = _rank_pid(launch_dir, 1)
+            tour.say(f"\n# kill rank 1 (pid {victim}) with SIGKILL, as a crash would")
+            if victim is not None:
+                os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + timeout
+            while _quiet_status(tour, launch_dir) == 0 and time.monotonic() < deadline:
+                time.sleep(0.3)
+            tour.step(status, 1, "slot scheduler.1: not covered", "withdrawn, naming the slot")
+            if served is not None:
+                served.gauges(launch_dir.name, 0, 0)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

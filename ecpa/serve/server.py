@@ -141,6 +141,10 @@ def bind(listen: Listen) -> socket.socket:
     return sock
 
 
+def _launches(count: int) -> str:
+    return f"{count} launch" if count == 1 else f"{count} launches"
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, stopping on SIGINT or SIGTERM without raising the signal again
     afterwards (as uvicorn does): ``ecpa serve`` then exits 0 (docs/serve.md)."""
@@ -190,7 +194,7 @@ def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
     server = _Server(config)
     sources = ", ".join(options.sources.names())
     say(
-        f"ecpa serve: listening on {bound.url()} ({len(board.view()[0].entries)} launches "
+        f"ecpa serve: listening on {bound.url()} ({_launches(len(board.view()[0].entries))} "
         f"in {sources}; refresh every {options.interval:g} s"
         f"{'; bearer token required' if options.token else ''})"
     )

@@ -54,12 +54,14 @@ SCRIPT = Path(sys.executable).parent / "ecpa"
 def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    # 20 steps (the last: the DLA value simulator), and 2 more (ship, status --db) where
-    # PostgreSQL can be started
+    # 26 steps (the last: the DLA value simulator): 4 of ecpa serve (it listens, its API,
+    # its metrics before and after a rank is killed), 2 (ship, status --db) where PostgreSQL
+    # can be started
     counted = re.search(r"(\d+) of (\d+) steps behaved as the profile says", out)
     assert counted, out
     assert counted.group(1) == counted.group(2)
-    want = 20 if "(skipped:" in out else 22
+    assert "the serve extra is not installed" not in out  # the dev extra installs it
+    want = 26 - 2 * ("(skipped: " in out)
     assert int(counted.group(2)) == want, out
     for code in (
         "REPLAYED_NONCE",
@@ -70,6 +72,9 @@ def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str]) -> None:
         assert code in out
     assert "!! expected" not in out
     assert "step time profiled (a100-llama2-7b)" in out
+    assert re.search(
+        r'ecpa_slot_covered\{launch_id="launch-[0-9a-f]{16}",slot="scheduler.1"\} 0.0', out
+    )
 
 
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
