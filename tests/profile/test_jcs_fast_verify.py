@@ -220,8 +220,10 @@ def odd_statements(draw: st.DrawFn) -> dict[str, Any]:
     doc = statement()
     for _ in range(draw(st.integers(1, 2))):
         name = draw(st.sampled_from([*sorted(doc), "process.epoch", "\U00010000", "extra"]))
-        if name.startswith("process."):
+        if name.startswith("process.") and isinstance(doc["process"], dict):
             doc["process"][name.removeprefix("process.")] = draw(ODD)
+        elif name.startswith("process."):  # "process" itself was replaced by an odd value
+            continue
         else:
             doc[name] = draw(ODD)
     return doc
