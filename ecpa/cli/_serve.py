@@ -30,7 +30,8 @@ user holding the bearer token); /healthz needs no token.
 
 \b
 Exit status: 0 stopped by SIGINT or SIGTERM, 2 usage error (a non-loopback --listen without
---token-file, a bad token file, an address in use, an unreadable source), 3 internal error.
+--token-file, a bad token file, an address in use, no such evidence directory), 3 internal
+error. A source that cannot be read (a store that is down) is served as not read.
 """
 
 
@@ -63,7 +64,7 @@ def serve_command(
         typer.Option(
             metavar="S",
             help="Serve every launch as not effective once the newest judgement is older "
-            "(default: 10 s, 3 intervals or an interval and 3 refresh durations, the largest).",
+            "(default: 10 s, 3 intervals or an interval and 2 refresh durations, the largest).",
         ),
     ] = None,
     retention: Annotated[

@@ -5,9 +5,9 @@ whatever the number of clients, and each derivation is the incremental one ``ecp
 makes (its history checkpoints beside the logs).
 
 A snapshot never outlives its truth: once it is older than ``stale_after`` seconds (with
-``adaptive``, or the interval and three times the newest refresh's duration, if more: the
+``adaptive``, or the interval and twice the newest refresh's duration, if more: the
 refresher stuck on a slow store, say), every launch is served as not effective, with a
-reason saying how old the last judgement is (:meth:`Board.view`). A source that cannot be
+reason saying the last judgement is too old (:meth:`Board.view`). A source that cannot be
 read keeps its launches listed, not effective, with the error as their reason.
 """
 
@@ -105,6 +105,8 @@ class Snapshot:
     refreshed_mono: float
     took_s: float
     generation: int
+    #: Monotonic time the refresh started: its oldest judgement is no older.
+    started_mono: float
     #: Derivation seconds of each launch judged (for the histogram).
     derivations: tuple[float, ...] = ()
     #: Cached renderings, filled once by the publisher (``name`` -> bytes).
@@ -140,7 +142,11 @@ def _entry(judged: Judged, previous: Entry | None, mono: float) -> Entry:
 
 def _withdrawn(entry: Entry, text: str) -> Entry:
     """``entry`` served as not effective because of ``text`` (its source unreadable, or the
-    snapshot too old), the reason first."""
+    snapshot too old), the reason first (replacing the reason of an earlier withdrawal)."""
+    if entry.withdrawn:
+        entry = replace(
+            entry, document={**entry.document, "reasons": entry.document["reasons"][1:]}
+        )
     reason = {"code": _UNREADABLE, "text": text}
     slots = [{**slot, "covered": False} for slot in entry.document.get("slots", [])]
     document = {
@@ -182,12 +188,13 @@ class Board:
         self.sources = sources
         self.interval = interval
         self.stale_after = stale_after
-        #: Also allow three times the newest refresh's duration (a board of many launches
-        #: whose refresh takes longer than ``stale_after`` is slow, not stuck).
+        #: Also allow an interval and twice the newest refresh's duration (a board of many
+        #: launches whose refresh takes longer than ``stale_after`` is slow, not stuck).
         self.adaptive = adaptive
         self._publish = publish
         self._clock = clock
         self._snapshot: Snapshot | None = None
+        self._stale: tuple[int, Snapshot] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._generation = 0
@@ -196,8 +203,9 @@ class Board:
 
     # -- judging ------------------------------------------------------------------------------
 
-    def _judge(self, now: int) -> tuple[list[tuple[str, Sequence[Judged] | str]], list[JudgedList]]:
-        """Each source's launches judged, or the error that kept it from being read."""
+    def _judge(self) -> tuple[list[tuple[str, Sequence[Judged] | str]], list[JudgedList]]:
+        """Each source's launches judged, each when its turn comes (its own clock reading),
+        or the error that kept the source from being read."""
         results: list[tuple[str, Sequence[Judged] | str]] = []
         extra: list[JudgedList] = []
         src = self.sources
@@ -209,7 +217,12 @@ class Board:
         for name, dirs, dsn in jobs:
             try:
                 found = judge_launches(
-                    dirs, dsn, now=now, limit=src.limit, proc_root=src.proc_root, host=src.host
+                    dirs,
+                    dsn,
+                    clock=self._clock,
+                    limit=src.limit,
+                    proc_root=src.proc_root,
+                    host=src.host,
                 )
             except EcpaError as exc:
                 results.append((name, f"{exc.code.value}: {exc.detail}"))
@@ -224,7 +237,7 @@ class Board:
         mono = time.monotonic()
         previous = self._snapshot
         old = previous.entries if previous is not None else {}
-        results, lists = self._judge(int(self._clock()))
+        results, lists = self._judge()
         entries: dict[str, Entry] = {}
         skipped: list[dict[str, str]] = [e.to_dict() for found in lists for e in found.skipped]
         truncated = [note for found in lists for note in found.truncated]
@@ -257,6 +270,7 @@ class Board:
             time.monotonic(),
             time.perf_counter() - started,
             self._generation,
+            mono,
             tuple(derivations),
         )
         if self._publish is not None:
@@ -267,13 +281,15 @@ class Board:
     # -- serving ------------------------------------------------------------------------------
 
     def age(self, snapshot: Snapshot) -> float:
-        """Seconds since ``snapshot`` was made."""
-        return time.monotonic() - snapshot.refreshed_mono
+        """Seconds since ``snapshot``'s oldest judgement: since its refresh started."""
+        return time.monotonic() - snapshot.started_mono
 
     def limit(self, snapshot: Snapshot) -> float:
-        """The age beyond which ``snapshot`` is stale."""
+        """The age beyond which ``snapshot`` is stale: ``stale_after``; with ``adaptive``,
+        or what a board whose refreshes take as long as this one's reaches in its steady
+        state (its own refresh, the interval, the next refresh), if more."""
         if self.adaptive:
-            return max(self.stale_after, self.interval + 3 * snapshot.took_s)
+            return max(self.stale_after, self.interval + 2 * snapshot.took_s)
         return self.stale_after
 
     def view(self) -> tuple[Snapshot, bool]:
@@ -286,12 +302,17 @@ class Board:
         limit = self.limit(snapshot)
         if age <= limit:
             return snapshot, False
+        cached = self._stale
+        if cached is not None and cached[0] == snapshot.generation:
+            return cached[1], True
         text = (
-            f"evidence unreadable: ecpa serve's last judgement is {age:.0f} s old "
-            f"(more than {limit:g} s): its refresher is behind or stuck"
+            f"evidence unreadable: ecpa serve's last judgement is more than {limit:.0f} s "
+            "old: its refresher is behind or stuck"
         )
         entries = {k: _withdrawn(e, text) for k, e in snapshot.entries.items()}
-        return replace(snapshot, entries=entries, rendered={}), True
+        stale = replace(snapshot, entries=entries, rendered={})
+        self._stale = (snapshot.generation, stale)  # rendered once, not per request
+        return stale, True
 
     def start(self) -> None:
         """Refresh every ``interval`` seconds in a daemon thread until :meth:`stop`."""

@@ -75,7 +75,8 @@ class _SnapshotCollector(Collector):
             if status is None:
                 continue
             slots.add_metric(lid, float(len(status.slots)))
-            covered_slots.add_metric(lid, float(sum(s.covered for s in status.slots)))
+            covered_now = 0 if entry.withdrawn else sum(s.covered for s in status.slots)
+            covered_slots.add_metric(lid, float(covered_now))
             accepted.add_metric(lid, float(status.accepted))
             for code, count in sorted(status.refused.items()):
                 refused.add_metric([entry.launch_id, code], float(count))

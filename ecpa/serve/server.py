@@ -6,6 +6,7 @@ address actually bound (port 0: any free port) is said before the first request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import os
@@ -17,8 +18,10 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ecpa._files import read_bounded
 from ecpa.errors import ErrorCode, invalid_input
@@ -35,12 +38,16 @@ __all__ = [
     "parse_listen",
     "read_token",
     "serve",
+    "uvicorn_config",
 ]
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 #: Bytes of a token file read at most; a token of fewer characters is refused.
 _MAX_TOKEN_FILE = 4096
 _MIN_TOKEN = 16
+#: Seconds a client has to send a whole request head, from its connection or the end of
+#: its previous answer.
+HEAD_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,7 @@ class ServeOptions:
     interval: float
     stale_after: float
     retention_s: float
-    #: ``stale_after`` was not given: allow three refresh durations too (Board.limit).
+    #: ``stale_after`` was not given: allow an interval and two refresh durations too (Board.limit).
     adaptive: bool = False
     #: Largest concurrent connections; more get 503 at once.
     max_connections: int = 64
@@ -163,6 +170,61 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+def _head_deadline(head_timeout_s: float) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol (h11, whose 16 KiB head limit applies; httptools would
+    drop it), closing a connection whose client has not sent a whole request head within
+    ``head_timeout_s`` of connecting or of its previous answer: a client trickling header
+    bytes held its connection for as long as it liked, and 64 of them shut out everyone."""
+
+    class Protocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+        _armed_for: object = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._armed_for = self.cycle  # a new request head makes a new cycle
+            self._deadline = self.loop.call_later(head_timeout_s, self._too_slow)
+
+        def _too_slow(self) -> None:
+            if self.cycle is self._armed_for and not self.transport.is_closing():
+                self.transport.close()
+
+    return Protocol
+
+
+def uvicorn_config(
+    app: Any, *, max_connections: int = 64, head_timeout_s: float = HEAD_TIMEOUT_S
+) -> uvicorn.Config:
+    """uvicorn's configuration for ``ecpa serve`` (docs/serve.md, "Limits")."""
+    return uvicorn.Config(
+        app,
+        http=_head_deadline(head_timeout_s),
+        log_level="warning",
+        access_log=False,  # a line per request is the proxy's job; none ever holds a header
+        server_header=False,
+        proxy_headers=False,
+        limit_concurrency=max_connections,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=2,
+        h11_max_incomplete_event_size=16 * 1024,
+        lifespan="off",
+    )
+
+
 def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
     """Judge every launch once, bind, say where, and serve until SIGINT or SIGTERM."""
     page_refresh = max(2, round(options.interval * 2))
@@ -179,18 +241,7 @@ def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
     host, port = sock.getsockname()[:2]
     bound = Listen(host, port)
     app = create_app(board, metrics, token=options.token, page_refresh_s=page_refresh)
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,  # a line per request is the proxy's job; none ever holds a header
-        server_header=False,
-        proxy_headers=False,
-        limit_concurrency=options.max_connections,
-        timeout_keep_alive=5,
-        timeout_graceful_shutdown=2,
-        h11_max_incomplete_event_size=16 * 1024,
-        lifespan="off",
-    )
+    config = uvicorn_config(app, max_connections=options.max_connections)
     server = _Server(config)
     sources = ", ".join(options.sources.names())
     say(

@@ -25,7 +25,7 @@ from bench.launchdir import HOST, Written, write_launch
 from ecpa.serve.app import create_app, prerender
 from ecpa.serve.board import Board, Sources
 from ecpa.serve.metrics import Metrics
-from ecpa.serve.server import Listen, bind
+from ecpa.serve.server import Listen, bind, uvicorn_config
 
 
 def chromium() -> str:
@@ -131,6 +131,7 @@ def served(
     stale_after: float = 600.0,
     retention_s: float = 3600.0,
     refresher: bool = False,
+    head_timeout_s: float = 10.0,
 ) -> Iterator[Served]:
     metrics = Metrics(retention_s)
     board = Board(
@@ -142,11 +143,7 @@ def served(
     board.refresh()
     sock = bind(Listen("127.0.0.1", 0))
     app = create_app(board, metrics, token=token)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off", limit_concurrency=64
-        )
-    )
+    server = uvicorn.Server(uvicorn_config(app, head_timeout_s=head_timeout_s))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,7 +183,8 @@ def _names(directory: Path, max_entries: int) -> tuple[list[str], list[Skipped],
 def _from_dir(
     directory: Path,
     *,
-    now: int,
+    now: int | None,
+    clock: Callable[[], float],
     limit: int,
     max_entries: int,
     proc_root: Path,
@@ -197,7 +198,13 @@ def _from_dir(
         launch = directory / name  # the name is launch-<16 hex>: no separator, no "..".
         started = time.perf_counter()
         try:
-            status = status_from_launch_dir(launch, now=now, proc_root=proc_root, host=host)
+            status = status_from_launch_dir(
+                launch,
+                now=int(clock()) if now is None else now,
+                proc_root=proc_root,
+                host=host,
+                save_checkpoints=now is None,  # a time of the caller's: leave them alone
+            )
             doc = read_bounded(
                 launch / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
             )
@@ -208,7 +215,9 @@ def _from_dir(
     return found, skipped, notes
 
 
-def _from_store(dsn: str, *, limit: int) -> tuple[list[Judged], list[Skipped], list[str]]:
+def _from_store(
+    dsn: str, *, now: int | None, limit: int
+) -> tuple[list[Judged], list[Skipped], list[str]]:
     with EvidenceStore(dsn, create=False) as store:
         where = store.where
         ids = store.launch_ids(limit + 1)
@@ -218,7 +227,7 @@ def _from_store(dsn: str, *, limit: int) -> tuple[list[Judged], list[Skipped], l
         for launch_id in ids[:limit]:
             started = time.perf_counter()
             try:
-                status = status_from_store(dsn, launch_id)
+                status = status_from_store(dsn, launch_id, now=now, save_checkpoints=now is None)
                 row = store.launch(launch_id)
             except EcpaError as exc:
                 skipped.append(Skipped(where, launch_id, f"{exc.code.value}: {exc.detail}"))
@@ -232,16 +241,23 @@ def judge_launches(
     evidence_dirs: Sequence[Path] = (),
     dsn: str | None = None,
     *,
-    now: int,
+    now: int | None = None,
+    clock: Callable[[], float] = time.time,
     limit: int = MAX_LAUNCHES,
     max_entries: int = MAX_ENTRIES,
     proc_root: Path = PROC,
     host: str | None = None,
 ) -> JudgedList:
-    """The launches in each of ``evidence_dirs`` (judged at ``now``) and in the evidence
-    store at ``dsn`` (judged by the database server's clock), each with its whole
-    derivation, and what was skipped and why; ``proc_root`` is where the directories'
-    processes are looked up, ``host`` the name of this host (None: its own).
+    """The launches in each of ``evidence_dirs`` and in the evidence store at ``dsn``, each
+    with its whole derivation, and what was skipped and why; ``proc_root`` is where the
+    directories' processes are looked up, ``host`` the name of this host (None: its own).
+
+    With ``now`` None, each launch is judged when its turn comes: a directory's at
+    ``clock()`` read then, the store's by the database server's clock, and the history
+    checkpoints are saved as ``ecpa status`` saves them. With ``now``, every launch is
+    judged at that time and no checkpoint is saved (a time that is not the present must
+    not stand in for it: judged at a refresh's start, a launch reached seconds later saw its
+    newest records as not yet valid, and the refusal was kept).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for an evidence directory that cannot be listed;
@@ -252,13 +268,19 @@ def judge_launches(
     notes: list[str] = []
     for directory in evidence_dirs:
         found, passed, capped = _from_dir(
-            directory, now=now, limit=limit, max_entries=max_entries, proc_root=proc_root, host=host
+            directory,
+            now=now,
+            clock=clock,
+            limit=limit,
+            max_entries=max_entries,
+            proc_root=proc_root,
+            host=host,
         )
         judged += found
         skipped += passed
         notes += capped
     if dsn is not None:
-        found, passed, capped = _from_store(dsn, limit=limit)
+        found, passed, capped = _from_store(dsn, now=now, limit=limit)
         judged += found
         skipped += passed
         notes += capped
@@ -269,7 +291,7 @@ def list_launches(
     evidence_dirs: Sequence[Path] = (),
     dsn: str | None = None,
     *,
-    now: int,
+    now: int | None = None,
     limit: int = MAX_LAUNCHES,
     max_entries: int = MAX_ENTRIES,
 ) -> LaunchList:
