@@ -5,9 +5,10 @@ the command line and the verification of many inputs, whose result lines it buil
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
-__all__ = ["json_line", "safe", "show"]
+__all__ = ["iso_utc", "json_line", "safe", "show"]
 
 
 def show(value: Any) -> str:
@@ -35,3 +36,8 @@ def safe(text: str) -> str:
 def json_line(obj: dict[str, Any]) -> str:
     """One compact JSON object for JSON Lines output (ASCII, so it is terminal-safe)."""
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def iso_utc(epoch: int) -> str:
+    """``epoch`` (Unix seconds) as ISO 8601 UTC, ``2026-12-02T09:36:20Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

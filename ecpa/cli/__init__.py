@@ -17,6 +17,7 @@ import typer
 
 from ecpa import PROFILE_ID, __version__
 from ecpa._text import safe
+from ecpa.cli._audit import AUDIT_EXAMPLES, audit_command
 from ecpa.cli._common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE, USAGE_CODES
 from ecpa.cli._corpus import corpus_app
 from ecpa.cli._keys import keygen_command, sign_command, trust_app
@@ -94,6 +95,7 @@ app.command("run", epilog=RUN_EXAMPLES, context_settings=RUN_CONTEXT)(run_comman
 app.command("ship", epilog=SHIP_EXAMPLES)(ship_command)
 app.command("launches", epilog=LAUNCHES_EXAMPLES)(launches_command)
 app.command("serve", epilog=SERVE_EXAMPLES)(serve_command)
+app.command("audit", epilog=AUDIT_EXAMPLES)(audit_command)
 
 
 def main(argv: list[str] | None = None, *, standalone: bool = False) -> int:

@@ -98,6 +98,14 @@ def verify_command(
     now: Annotated[
         int | None, typer.Option(help="Verification time, Unix seconds (default: the clock).")
     ] = None,
+    at_issue: Annotated[
+        bool,
+        typer.Option(
+            "--at-issue",
+            help="Verify each item as of its own issued_at (history: evidence valid when it "
+            "was written), said on each line (at_issue=T); never the default.",
+        ),
+    ] = False,
     clock_skew: Annotated[int, typer.Option(help="Allowed clock skew, seconds.")] = 0,
     max_ttl: Annotated[int, typer.Option(help="Largest expires_at - issued_at, seconds.")] = 300,
     max_age: Annotated[int, typer.Option(help="Largest now - observed_at, seconds.")] = 300,
@@ -135,9 +143,14 @@ def verify_command(
     store = load_trust(trust)
     policy = _policy(clock_skew, max_ttl, max_age)
     expected = _binding(binding)
-    when = int(time.time()) if now is None else now
-    if not 0 <= when <= MAX_SAFE_INTEGER:
+    if at_issue and now is not None:
+        raise fail_usage("expected --now T or --at-issue, not both")
+    when: int | None = int(time.time()) if now is None else now
+    if when is not None and not 0 <= when <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
+    if at_issue:
+        when = None
+        typer.echo("ecpa verify: --at-issue: each item verified as of its own issued_at", err=True)
     with ExitStack() as stack:
         fence: ReplayFence | None = None
         if replay_db is not None:

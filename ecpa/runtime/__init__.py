@@ -19,6 +19,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ecpa.runtime.host.audit import Audit as Audit
+    from ecpa.runtime.host.audit import audit_launch_dir as audit_launch_dir
+    from ecpa.runtime.host.audit import issued_at_of as issued_at_of
+    from ecpa.runtime.host.audit_plot import plot_audit as plot_audit
     from ecpa.runtime.host.evidence_log import EvidenceLog as EvidenceLog
     from ecpa.runtime.host.launches import LAUNCH_DIR_NAME as LAUNCH_DIR_NAME
     from ecpa.runtime.host.launches import Judged as Judged
@@ -27,12 +31,18 @@ if TYPE_CHECKING:
     from ecpa.runtime.host.launches import LaunchSummary as LaunchSummary
     from ecpa.runtime.host.launches import judge_launches as judge_launches
     from ecpa.runtime.host.launches import list_launches as list_launches
+    from ecpa.runtime.host.receipt import RECEIPT_SUBJECT as RECEIPT_SUBJECT
+    from ecpa.runtime.host.receipt import check_receipt as check_receipt
+    from ecpa.runtime.host.receipt import report_digest as report_digest
+    from ecpa.runtime.host.receipt import sign_receipt as sign_receipt
     from ecpa.runtime.host.ship import ShipReport as ShipReport
     from ecpa.runtime.host.ship import ship_launch as ship_launch
     from ecpa.runtime.host.status import status_from_files as status_from_files
     from ecpa.runtime.host.status import status_from_launch_dir as status_from_launch_dir
     from ecpa.runtime.host.trust_file import update_trust_file as update_trust_file
     from ecpa.runtime.judge import history as history
+    from ecpa.runtime.judge.audit import AUDIT_SCHEMA as AUDIT_SCHEMA
+    from ecpa.runtime.judge.audit import report_bytes as report_bytes
     from ecpa.runtime.judge.verdict import RuntimeStatus as RuntimeStatus
     from ecpa.runtime.judge.verdict import SlotStatus as SlotStatus
     from ecpa.runtime.model.counters import COUNTERS_SCHEMA as COUNTERS_SCHEMA
@@ -91,6 +101,16 @@ if TYPE_CHECKING:
 
 #: Each exported name: the module it lives in, and its name there (None: the module itself).
 _EXPORTS: dict[str, tuple[str, str | None]] = {
+    "AUDIT_SCHEMA": ("ecpa.runtime.judge.audit", "AUDIT_SCHEMA"),
+    "report_bytes": ("ecpa.runtime.judge.audit", "report_bytes"),
+    "Audit": ("ecpa.runtime.host.audit", "Audit"),
+    "audit_launch_dir": ("ecpa.runtime.host.audit", "audit_launch_dir"),
+    "issued_at_of": ("ecpa.runtime.host.audit", "issued_at_of"),
+    "plot_audit": ("ecpa.runtime.host.audit_plot", "plot_audit"),
+    "RECEIPT_SUBJECT": ("ecpa.runtime.host.receipt", "RECEIPT_SUBJECT"),
+    "check_receipt": ("ecpa.runtime.host.receipt", "check_receipt"),
+    "report_digest": ("ecpa.runtime.host.receipt", "report_digest"),
+    "sign_receipt": ("ecpa.runtime.host.receipt", "sign_receipt"),
     "BINDING_ENV_NAMES": ("ecpa.runtime.model.process", "BINDING_ENV_NAMES"),
     "BINDING_FIELDS": ("ecpa.runtime.model.process", "BINDING_FIELDS"),
     "COUNTERS_SCHEMA": ("ecpa.runtime.model.counters", "COUNTERS_SCHEMA"),

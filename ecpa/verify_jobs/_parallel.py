@@ -33,7 +33,7 @@ from typing import cast
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore, TrustStoreDocument
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime import ReplayFence, parse_record, read_log, verify_evidence
+from ecpa.runtime import ReplayFence, issued_at_of, parse_record, read_log, verify_evidence
 from ecpa.verify_jobs._inputs import Item, file_item, no_records, torn_message
 from ecpa.verify_jobs._results import Echo, render_result
 from ecpa.verify_jobs._units import (
@@ -64,7 +64,8 @@ class VerifyConfig:
     """What every item is verified against; picklable, sent to each worker once."""
 
     trust: TrustStoreDocument
-    now: int
+    #: None: each item as of its own ``issued_at`` (``--at-issue``).
+    now: int | None
     policy: Policy
     binding: Binding | None
     as_json: bool
@@ -110,13 +111,15 @@ class _Verifier:
 
     def _item(self, item: Item, batch: Batch) -> Batch:
         config = self.config
-        error, statement = item.error, None
+        error, statement, at = item.error, None, None
+        if item.evidence is not None and config.now is None:
+            at = issued_at_of(item.evidence.payload) or 0
         if item.evidence is not None:
             try:
                 verified = verify_evidence(
                     item.evidence,
                     self.store,
-                    now=config.now,
+                    now=config.now if config.now is not None else at or 0,
                     policy=config.policy,
                     binding=config.binding,
                     replay=None,  # the main process applies the fence, in order
@@ -136,7 +139,9 @@ class _Verifier:
                             item.line,
                         )
                     )
-        text = render_result(item.input, item.line, error, statement, config.as_json)
+        text = render_result(
+            item.input, item.line, error, statement, config.as_json, verified_at=at
+        )
         if text is not None:
             batch.texts.append(text)
         return batch._replace(items=batch.items + 1, failed=batch.failed or error is not None)

@@ -34,24 +34,37 @@ def render_result(
     error: EcpaError | None,
     statement: dict[str, Any] | None,
     as_json: bool,
+    verified_at: int | None = None,
 ) -> str | None:
     """One item's output line: ``OK ...``, ``FAIL ...`` or, with ``as_json``, a JSON object.
 
     ``source`` is the EVIDENCE argument and ``line`` the line in a log (else ``None``);
     ``statement`` is the verified statement when ``error`` is ``None``. ``None`` when there
     is nothing to print (no error and no statement, which a verified item never is).
+    ``verified_at``: the item was verified as of this time, its own ``issued_at``
+    (``--at-issue``), said on the line (``at_issue=T``, JSON ``verified_at``).
     """
     if as_json:
-        return json_line(
-            {
-                "input": source,
-                "line": line,
-                "ok": error is None,
-                "code": error.code.value if error else None,
-                "detail": error.detail if error else None,
-                "statement": statement,
-            }
-        )
+        doc = {
+            "input": source,
+            "line": line,
+            "ok": error is None,
+            "code": error.code.value if error else None,
+            "detail": error.detail if error else None,
+            "statement": statement,
+        }
+        if verified_at is not None:
+            doc["verified_at"] = verified_at
+        return json_line(doc)
+    text = _text_line(source, line, error, statement)
+    if text is not None and verified_at is not None:
+        text += f" at_issue={verified_at}"
+    return text
+
+
+def _text_line(
+    source: str, line: int | None, error: EcpaError | None, statement: dict[str, Any] | None
+) -> str | None:
     name = source if line is None else f"{source}:{line}"
     if error is None and statement is not None:
         return (

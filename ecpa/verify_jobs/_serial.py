@@ -9,7 +9,7 @@ from typing import TextIO
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime import ReplayFence, verify_evidence
+from ecpa.runtime import ReplayFence, issued_at_of, verify_evidence
 from ecpa.verify_jobs._inputs import Item, evidence_items
 from ecpa.verify_jobs._results import Echo, ok_fields, render_result
 
@@ -21,7 +21,7 @@ def verify_in_process(
     payload: Path | None,
     *,
     store: TrustStore,
-    now: int,
+    now: int | None,
     policy: Policy,
     binding: Binding | None,
     fence: ReplayFence | None,
@@ -31,7 +31,8 @@ def verify_in_process(
 ) -> bool:
     """Verify every item of the EVIDENCE arguments ``specs`` in this process, in order, at
     ``now`` by ``policy`` (and ``binding``, and ``fence`` last), printing its result line
-    (``as_json``: a JSON object); return whether any failed.
+    (``as_json``: a JSON object); return whether any failed. ``now`` None: each item as of
+    its own ``issued_at`` (``--at-issue``), said on its line.
 
     Lines go to ``stdout``, the stream ``echo`` writes to (nothing to strip: results never
     hold a control character), but not flushed one by one as it does: they are flushed line
@@ -53,12 +54,15 @@ def verify_in_process(
         for spec in specs:
             for item in evidence_items(spec, payload, warn=warn):
                 statement = None
+                at = None
+                if item.evidence is not None and now is None:
+                    at = issued_at_of(item.evidence.payload) or 0
                 if item.evidence is not None:
                     try:
                         verified = verify_evidence(
                             item.evidence,
                             store,
-                            now=now,
+                            now=now if now is not None else at or 0,
                             policy=policy,
                             binding=binding,
                             replay=fence,
@@ -72,7 +76,9 @@ def verify_in_process(
                         # A text line shows four members; only JSON output needs them all.
                         statement = st.to_dict() if as_json else ok_fields(st)
                 invalid |= item.error is not None
-                text = render_result(item.input, item.line, item.error, statement, as_json)
+                text = render_result(
+                    item.input, item.line, item.error, statement, as_json, verified_at=at
+                )
                 if text is not None:
                     out.write(text + "\n")
                     if fence is not None:

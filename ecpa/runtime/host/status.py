@@ -12,6 +12,7 @@ ssh's StrictModes): whoever can write there can write the trust store too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -19,6 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from ecpa._files import check_private_dir, open_regular, read_bounded
+from ecpa._text import iso_utc
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
@@ -53,6 +55,8 @@ class LaunchDir:
     #: ``trust.json``'s bytes, or why they could not be read (raised by :meth:`trust_store`,
     #: where the caller decides: an ended launch reports it as a reason).
     trust: bytes | EcpaError
+    #: ``exit.json``'s ``ended_at`` (None: not ended, or no such integer there).
+    ended_at: int | None = None
 
     def trust_store(self) -> TrustStore:
         """The launch's trust store.
@@ -100,11 +104,15 @@ def read_launch_dir(directory: Path) -> LaunchDir:
     except EcpaError as exc:
         trust = exc
     expected = launch_from_bytes(launch, f"launch {launch_file}")
+    ended_at = None
     if isinstance(ended_bytes, bytes):
         ended: str | None = ended_from_bytes(ended_bytes, exit_file.name)
+        with contextlib.suppress(EcpaError):
+            value = parse_object(ended_bytes, what=exit_file.name).get("ended_at")
+            ended_at = value if type(value) is int else None
     else:
         ended = ended_bytes
-    return LaunchDir(directory, expected, ended, trust)
+    return LaunchDir(directory, expected, ended, trust, ended_at)
 
 
 def status_from_files(
@@ -193,6 +201,11 @@ def status_from_launch_dir(
     """
     files = read_launch_dir(directory)
     expected, ended = files.expected, files.ended
+    asked = now
+    if files.ended_at is not None and files.ended_at < now:
+        # Its evidence judged as of its end: records valid when written stay valid (the key
+        # windows closed when it ended); what happened during it is ecpa audit's question.
+        now, save_checkpoints = files.ended_at, False
     if max_abstain is not None:
         expected = replace(expected, max_abstain_s=max_abstain, judges_abstention=True)
     try:
@@ -242,8 +255,14 @@ def status_from_launch_dir(
         )
     if ended is None:
         return status
-    first = Reason(ReasonCode.LAUNCH_ENDED, ended)
-    return replace(status, effective=False, reasons=(first, *status.reasons))
+    text = ended
+    if files.ended_at is not None and files.ended_at < asked:
+        text += (
+            f" ({iso_utc(files.ended_at)}, {asked - files.ended_at} s ago); its evidence below "
+            f"is judged as of that end; when it was effective: ecpa audit --launch {directory}"
+        )
+    first = Reason(ReasonCode.LAUNCH_ENDED, text)
+    return replace(status, effective=False, reasons=(first, *status.reasons), now=asked)
 
 
 _V01_NOTE = Reason(

@@ -1,0 +1,190 @@
+"""``ecpa audit``: when was a launch effective, and a signed receipt of the answer."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ecpa._files import read_bounded, write_file
+from ecpa._text import iso_utc, json_line, safe, show
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage
+from ecpa.cli._verify import load_trust
+from ecpa.errors import ErrorCode
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.strict_json import MAX_SAFE_INTEGER
+from ecpa.runtime import audit_launch_dir, check_receipt, plot_audit, report_bytes, sign_receipt
+
+__all__ = ["AUDIT_EXAMPLES", "audit_command"]
+
+AUDIT_EXAMPLES = """\b
+Examples:
+  ecpa audit --launch runs/launch-0123456789abcdef
+  ecpa audit --launch runs/launch-0123456789abcdef --from 1796200000 --to 1796200600 --json
+  ecpa audit --launch DIR --sign manager.pem --issuer urn:ecpa:issuer:mgr --kid mgr-1 --out a
+  ecpa audit --check a.report.json --receipt a.jws --trust manager-trust.json --launch DIR
+  ecpa audit --launch DIR --plot timeline.png
+
+\b
+The verdict `ecpa status` would have given at each instant of the launch's life, judged
+from the evidence as it stood then (each record verified as of its own issued_at, within
+its key's window; liveness in hindsight from signed heartbeats and the supervisor's record
+of the end): per slot and for the launch, the effective intervals [from, to) in Unix
+seconds, the gaps and their causes, the plugin's decisions, startup_s and `exercised`. An
+ended launch's audit is the same whenever it is made. See docs/audit.md.
+
+\b
+Exit status: 0 audited (exercised or not; with --check: the receipt holds), 1 --check found
+the receipt or the report wrong, 2 usage error or unreadable launch, 3 internal error.
+"""
+
+_MAX_REPORT = 64 << 20
+
+
+def _text(report: dict[str, Any]) -> list[str]:
+    window = report["window"]
+    lines = [
+        f"launch {report['launch_id']}: exercised: {'true' if report['exercised'] else 'false'} "
+        f"({report['exercised_detail']})",
+        f"window: {iso_utc(window['from'])} to {iso_utc(window['to'])} "
+        f"({window['to'] - window['from']} s; {window['from']} to {window['to']})",
+        f"effective: {report['effective_s']} s ({100 * report['effective_fraction']:.1f}%), "
+        f"intervals {report['effective_intervals']}",
+        f"startup_s: {report['startup_s']}; selections {report['selections']:,}, "
+        f"abstentions {report['abstentions']:,}, failures {report['failures']:,}, "
+        f"changed {report['changed']:,}",
+    ]
+    if report["ended_how"]:
+        lines.append(f"ended: {report['ended_how']}")
+    for slot in report["slots"]:
+        lines.append(
+            f"slot {slot['slot']}: effective {slot['effective_s']} s "
+            f"({100 * slot['effective_fraction']:.1f}%), intervals {slot['effective_intervals']}, "
+            f"selections {slot['selections']:,}"
+        )
+        for gap in slot["gaps"]:
+            lines.append(f"  gap {gap['from']} to {gap['to']} ({gap['seconds']} s): {gap['cause']}")
+    return [safe(line) for line in lines]
+
+
+def _check(report_file: Path, receipt: Path, trust: Path | None, launch: Path | None) -> None:
+    report = read_bounded(report_file, _MAX_REPORT, ErrorCode.INVALID_INPUT)
+    payload_file = receipt.with_suffix(".json")
+    payload = read_bounded(payload_file, 1 << 20, ErrorCode.INVALID_INPUT)
+    jws = read_bounded(receipt, 1 << 20, ErrorCode.INVALID_INPUT).decode("ascii", "replace")
+    checked = check_receipt(report, payload, jws.strip(), load_trust(trust))
+    st = checked.statement
+    typer.echo(
+        f"receipt OK: signed by {safe(st.issuer)} ({safe(st.kid)}) for launch "
+        f"{safe(st.launch_id)}, verified as of its issued_at {st.issued_at} "
+        f"({iso_utc(st.issued_at)}); the report's digest matches"
+    )
+    if launch is None:
+        typer.echo("report not derived again (no --launch DIR given)")
+        return
+    import json
+
+    doc = json.loads(report)
+    window = (doc["window"]["from"], doc["window"]["to"])
+    again = audit_launch_dir(launch, now=int(doc["judged_until"]), window=window)
+    if report_bytes(again.report) != report:
+        typer.echo(f"FAIL: the report derived again from {show(launch)} differs from it")
+        raise typer.Exit(EXIT_INVALID)
+    typer.echo(f"report derived again from {show(launch)}: identical")
+
+
+def audit_command(
+    launch: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="Launch directory written by `ecpa run`.")
+    ] = None,
+    start: Annotated[
+        int | None, typer.Option("--from", metavar="T", help="Window start, Unix seconds.")
+    ] = None,
+    end: Annotated[
+        int | None, typer.Option("--to", metavar="T", help="Window end, Unix seconds.")
+    ] = None,
+    now: Annotated[
+        int | None,
+        typer.Option(metavar="T", help="The present (a launch not ended is judged up to it)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The report, one JSON object.")] = False,
+    sign_key: Annotated[
+        Path | None,
+        typer.Option("--sign", metavar="KEY", help="Sign a receipt with this Ed25519 key."),
+    ] = None,
+    issuer: Annotated[str | None, typer.Option(metavar="I", help="The receipt's issuer.")] = None,
+    kid: Annotated[str | None, typer.Option(metavar="K", help="The receipt's key id.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PREFIX", help="Receipt files: PREFIX.report.json, PREFIX.json, PREFIX.jws."
+        ),
+    ] = None,
+    check: Annotated[
+        Path | None, typer.Option(metavar="REPORT", help="Check a report against its receipt.")
+    ] = None,
+    receipt: Annotated[
+        Path | None, typer.Option(metavar="JWS", help="The receipt (PREFIX.jws) for --check.")
+    ] = None,
+    trust: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Trust store with the manager's key.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option(metavar="FILE.png", help="Draw the timeline (plot extra).")
+    ] = None,
+) -> None:
+    """When was a launch effective: intervals, gaps and causes, and `exercised`.
+
+    Prints the audit of --launch DIR (text, or --json); --sign writes a signed receipt;
+    --check verifies a receipt and its report.
+    """
+    if check is not None:
+        if receipt is None:
+            raise fail_usage("expected --receipt PREFIX.jws with --check")
+        _check(check, receipt, trust, launch)
+        raise typer.Exit(EXIT_OK)
+    if launch is None:
+        raise fail_usage("expected --launch DIR (or --check REPORT --receipt JWS)")
+    if not launch.is_dir():
+        raise fail_usage(f"expected a launch directory at {launch}, found none")
+    when = int(time.time()) if now is None else now
+    for name, value in (("--now", when), ("--from", start), ("--to", end)):
+        if value is not None and not 0 <= value <= MAX_SAFE_INTEGER:
+            raise fail_usage(f"expected {name} within [0, 2**53-1], found {value}")
+    if start is not None and end is not None and end <= start:
+        raise fail_usage(f"expected --to after --from, found {start} to {end}")
+    if (sign_key is None) != (out is None) or (sign_key is not None and not (issuer and kid)):
+        raise fail_usage("expected --sign KEY with --issuer I, --kid K and --out PREFIX")
+    key = SigningKey.load(sign_key) if sign_key is not None else None
+    audit = audit_launch_dir(launch, now=when, window=(start, end))
+    report = audit.report
+    if key is not None and out is not None and issuer and kid:
+        data = report_bytes(report)
+        signed = sign_receipt(report, data, key, issuer=issuer, kid=kid, now=when)
+        files = {
+            Path(f"{out}.report.json"): data,
+            Path(f"{out}.json"): signed.payload,
+            Path(f"{out}.jws"): signed.detached_jws.encode("ascii") + b"\n",
+        }
+        for path in files:
+            if path.exists() or path.is_symlink():
+                raise fail_usage(f"expected {path} not to exist, found it")
+        for path, content in files.items():  # each whole or not at all, never over another
+            write_file(path, content, mode=0o644, replace=False)
+    if plot is not None:
+        try:
+            plot_audit(report, audit.processes, plot)
+        except ImportError:
+            raise fail_usage("--plot needs matplotlib: pip install 'ecpa[plot]'") from None
+    if as_json:
+        typer.echo(json_line(report))
+    else:
+        for line in _text(report):
+            typer.echo(line)
+        if key is not None:
+            typer.echo(f"receipt: wrote {show(out)}.report.json, {show(out)}.json, {show(out)}.jws")
+        if plot is not None:
+            typer.echo(f"plot: wrote {show(plot)}")
+    raise typer.Exit(EXIT_OK)

@@ -1,0 +1,125 @@
+"""The signed receipt of an audit (docs/audit.md, "The receipt"): the report's canonical bytes
+(``PREFIX.report.json``) and an ECPA 0.1 statement about them, signed by the manager's key
+(``PREFIX.json`` and the detached ``PREFIX.jws``): obligation ``runtime-effective``, event
+``audited``, subject ``launch-audit``, the launch's ``launch_id``, ``plan_id``,
+``plugin_id`` and ``artifact_digest``, and ``evidence_digest`` the SHA-256 of the report's
+bytes. Anyone with the manager's trust store checks it with ``ecpa verify PREFIX.jws`` or
+:func:`check_receipt`, which also checks the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.keys import SigningKey
+from ecpa.profile.sign import Signed, sign
+from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Statement
+from ecpa.profile.trust import TrustStore
+from ecpa.profile.verify import verify
+from ecpa.runtime.host.audit import issued_at_of
+
+__all__ = [
+    "RECEIPT_EVENT",
+    "RECEIPT_OBLIGATION",
+    "RECEIPT_SUBJECT",
+    "CheckedReceipt",
+    "check_receipt",
+    "report_digest",
+    "sign_receipt",
+]
+
+RECEIPT_SUBJECT = "launch-audit"
+RECEIPT_OBLIGATION = "runtime-effective"
+RECEIPT_EVENT = "audited"
+#: The receipt's own lifetime (the profile's largest TTL): it is checked later as of its
+#: ``issued_at`` (``ecpa verify --at-issue``, :func:`check_receipt`).
+_TTL = 300
+
+
+def report_digest(report: bytes) -> str:
+    return "sha256:" + hashlib.sha256(report).hexdigest()
+
+
+def sign_receipt(
+    report: dict[str, Any], report_bytes: bytes, key: SigningKey, *, issuer: str, kid: str, now: int
+) -> Signed:
+    """The receipt statement of ``report`` (whose canonical bytes are ``report_bytes``),
+    signed with ``key`` as ``issuer``/``kid`` at ``now``.
+
+    Raises:
+        EcpaError: as :func:`ecpa.sign` (an issuer or key id that makes no valid statement).
+    """
+    digest = report_digest(report_bytes)
+    statement = {
+        "schema": STATEMENT_SCHEMA,
+        "profile": PROFILE_ID,
+        "issuer": issuer,
+        "kid": kid,
+        "subject": RECEIPT_SUBJECT,
+        "plan_id": report["plan_id"],
+        "launch_id": report["launch_id"],
+        "plugin_id": report["plugin_id"],
+        "obligation": RECEIPT_OBLIGATION,
+        "event": RECEIPT_EVENT,
+        "challenge_nonce": f"audit:{digest.removeprefix('sha256:')}:{now}",
+        "artifact_digest": report["artifact_digest"],
+        "evidence_digest": digest,
+        "process": {
+            "host": socket.gethostname() or "unknown",
+            "role": "auditor",
+            "start_identity": f"pid:{os.getpid()}",
+            "ordinal": 0,
+            "epoch": 0,
+        },
+        "observed_at": now,
+        "issued_at": now,
+        "expires_at": now + _TTL,
+        "critical_claims": [],
+    }
+    return sign(statement, key)
+
+
+@dataclass(frozen=True)
+class CheckedReceipt:
+    statement: Statement
+    #: The time it was verified as of: its own ``issued_at``.
+    at: int
+
+
+def check_receipt(
+    report_bytes: bytes, payload: bytes, detached_jws: str, trust: TrustStore
+) -> CheckedReceipt:
+    """Verify the receipt (``payload`` and ``detached_jws``) as of its own ``issued_at``
+    against ``trust``, that it is an audit receipt, and that its ``evidence_digest`` is the
+    digest of ``report_bytes``.
+
+    Raises:
+        EcpaError: the verifier's code for a receipt that does not verify (another key:
+            ``ATTESTATION_UNKNOWN_KEY`` or ``ATTESTATION_INVALID_SIGNATURE``);
+            ``ATTESTATION_EVIDENCE_DIGEST_MISMATCH`` for a report that is not the one signed;
+            ``ATTESTATION_INVALID_STATEMENT`` for a statement that is no audit receipt.
+    """
+    at = issued_at_of(payload)
+    st = verify(payload, detached_jws, trust, now=at if at is not None else 0).statement
+    if (st.obligation, st.event, st.subject) != (
+        RECEIPT_OBLIGATION,
+        RECEIPT_EVENT,
+        RECEIPT_SUBJECT,
+    ):
+        raise EcpaError(
+            ErrorCode.INVALID_STATEMENT,
+            f"expected an audit receipt ({RECEIPT_OBLIGATION}/{RECEIPT_EVENT}, subject "
+            f"{RECEIPT_SUBJECT}), found {st.obligation}/{st.event}, subject {st.subject}",
+        )
+    digest = report_digest(report_bytes)
+    if st.evidence_digest != digest:
+        raise EcpaError(
+            ErrorCode.EVIDENCE_DIGEST_MISMATCH,
+            f"expected the report to hash to the receipt's {st.evidence_digest}, found {digest}",
+        )
+    return CheckedReceipt(st, st.issued_at)

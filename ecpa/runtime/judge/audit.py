@@ -1,0 +1,239 @@
+"""The audit report of a launch (docs/audit.md): from its :func:`~ecpa.runtime.judge.timeline`
+verdicts, when each slot and the launch were effective, for how long, the plugin's decisions
+over the window, the gaps and their causes, and whether the launch was *exercised*.
+
+Pure and deterministic: the same evidence and window give the same report, byte for byte
+(:func:`report_bytes`, RFC 8785), whenever it is made; a launch that has not ended is judged
+up to the ``now`` it is given, which the report then names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ecpa.profile.jcs import canonicalize
+from ecpa.runtime.judge.reasons import ReasonCode
+from ecpa.runtime.judge.timeline import Moment, ProcessRecords, Span, intervals, timeline
+from ecpa.runtime.model.launch import ExpectedLaunch
+
+__all__ = ["AUDIT_SCHEMA", "LaunchLife", "audit_report", "report_bytes"]
+
+AUDIT_SCHEMA = "ecpa-audit-report/0.1"
+_COUNTS = ("calls", "selections", "abstentions", "failures", "changed")
+
+
+@dataclass(frozen=True)
+class LaunchLife:
+    """When the launch started and ended (``launch.json``'s ``started_at``, ``exit.json``'s
+    ``ended_at``; None: it has not ended) and how, as its files say."""
+
+    started_at: int
+    ended_at: int | None
+    ended_how: str | None
+
+
+def _clip(spans: Sequence[Span], start: int, end: int) -> list[Span]:
+    out = []
+    for span in spans:
+        a, b = max(span.start, start), min(span.end, end)
+        if a < b:
+            out.append(Span(a, b))
+    return out
+
+
+def _seconds(spans: Sequence[Span]) -> int:
+    return sum(span.end - span.start for span in spans)
+
+
+def _fraction(part: int, whole: int) -> float:
+    return round(part / whole, 6) if whole > 0 else 0.0
+
+
+def _cause(codes: set[str], proc_after: bool, refused: bool, ended: bool) -> str:
+    if ended or ReasonCode.LAUNCH_ENDED.value in codes:
+        return "supervisor gone (the launch ended)"
+    if refused:
+        return "refused records"
+    if ReasonCode.NO_EVIDENCE.value in codes:
+        return "no evidence yet"
+    if ReasonCode.CONFLICT.value in codes:
+        return "conflict (two live processes claimed the slot)"
+    if ReasonCode.ABSTAINING.value in codes:
+        return "abstaining"
+    if ReasonCode.NO_SELECTIONS.value in codes:
+        return "no selections"
+    if codes & {ReasonCode.STALE.value, ReasonCode.NOT_ALIVE.value}:
+        return "evidence stale" if proc_after else "process died (its evidence stopped)"
+    return "not covered"
+
+
+def _gaps(
+    slot: str,
+    moments: Sequence[Moment],
+    covered: Sequence[Span],
+    life: Span,
+    processes: Sequence[ProcessRecords],
+    ended_at: int | None,
+) -> list[dict[str, Any]]:
+    gaps: list[dict[str, Any]] = []
+    cursor = life.start
+    holes = []
+    for span in covered:
+        if span.start > cursor:
+            holes.append(Span(cursor, span.start))
+        cursor = max(cursor, span.end)
+    if cursor < life.end:
+        holes.append(Span(cursor, life.end))
+    mine = [p for p in processes if p.slot is not None and p.slot.name == slot]
+    for hole in holes:
+        at = max((m for m in moments if m.at <= hole.start), key=lambda m: m.at, default=None)
+        codes: set[str] = set()
+        if at is not None:
+            codes = next(
+                ({r.code.value for r in s.reasons} for s in at.status.slots if s.slot == slot),
+                set(),
+            )
+        after = any(rec.statement.issued_at >= hole.start for p in mine for rec in p.accepted)
+        refused = any(hole.start <= t < hole.end for p in mine for t in p.refused_at)
+        ended = ended_at is not None and hole.start >= ended_at
+        gaps.append(
+            {
+                "from": hole.start,
+                "to": hole.end,
+                "seconds": hole.end - hole.start,
+                "cause": _cause(codes, after, refused, ended),
+            }
+        )
+    return gaps
+
+
+def _counts(processes: Sequence[ProcessRecords], start: int, end: int) -> dict[str, int]:
+    """The plugin's decisions within ``[start, end)``: per process, its newest counters in the
+    window less its newest before it (a process's counters start at 0)."""
+    totals = dict.fromkeys(_COUNTS, 0)
+    for proc in processes:
+        before = proc.upto(start - 1)
+        within = proc.upto(end - 1)
+        if within == 0 or within == before:  # no record of it within the window
+            continue
+        last = proc.accepted[within - 1].counters
+        first = proc.accepted[before - 1].counters if before else None
+        for name in _COUNTS:
+            now_value = getattr(last, name) or 0
+            then_value = (getattr(first, name) or 0) if first is not None else 0
+            totals[name] += max(now_value - then_value, 0)
+    return totals
+
+
+def audit_report(
+    processes: Sequence[ProcessRecords],
+    expected: ExpectedLaunch,
+    life: LaunchLife,
+    *,
+    now: int,
+    window: tuple[int | None, int | None] = (None, None),
+    refused: dict[str, int] | None = None,
+    plan: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The report (see the module's text and docs/audit.md) of the launch over ``window``
+    (default: its whole life; an unended launch's life ends at ``now``)."""
+    end_of_life = life.ended_at if life.ended_at is not None else max(now, life.started_at)
+    start = window[0] if window[0] is not None else life.started_at
+    end = window[1] if window[1] is not None else end_of_life
+    start, end = max(start, life.started_at), min(end, end_of_life)
+    end = max(end, start)
+    moments = timeline(
+        processes,
+        expected,
+        start=life.started_at,
+        end=end_of_life,
+        supervised_until=life.ended_at,
+    )
+    launch_spans = intervals(((m.at, m.status.effective) for m in moments), end_of_life)
+    whole = Span(life.started_at, end_of_life)
+    slots = []
+    for slot in expected.slots:
+        states = [
+            (m.at, next((s.covered for s in m.status.slots if s.slot == slot.name), False))
+            for m in moments
+        ]
+        covered = intervals(states, end_of_life)
+        in_window = _clip(covered, start, end)
+        mine = [p for p in processes if p.slot == slot]
+        gaps = [
+            g
+            for g in _gaps(slot.name, moments, covered, whole, processes, life.ended_at)
+            if g["to"] > start and g["from"] < end
+        ]
+        slots.append(
+            {
+                "slot": slot.name,
+                "effective_intervals": [s.to_list() for s in in_window],
+                "effective_s": _seconds(in_window),
+                "effective_fraction": _fraction(_seconds(in_window), end - start),
+                **_counts(mine, start, end),
+                "gaps": gaps,
+                "processes": [
+                    {
+                        "log": p.name,
+                        "pid": p.accepted[0].identity.pid if p.accepted else None,
+                        "records": len(p.accepted),
+                        "refused": len(p.refused_at),
+                        "first_issued_at": p.accepted[0].statement.issued_at
+                        if p.accepted
+                        else None,
+                        "last_issued_at": p.accepted[-1].statement.issued_at
+                        if p.accepted
+                        else None,
+                    }
+                    for p in mine
+                ],
+            }
+        )
+    in_window = _clip(launch_spans, start, end)
+    first = launch_spans[0].start if launch_spans else None
+    decisions = _counts(processes, start, end)
+    exercised, why = _exercised(in_window, start, end, decisions["selections"])
+    report: dict[str, Any] = {
+        "schema": AUDIT_SCHEMA,
+        "launch_id": expected.launch_id,
+        **(plan or {}),
+        "started_at": life.started_at,
+        "ended_at": life.ended_at,
+        "ended_how": life.ended_how,
+        "judged_until": end_of_life,
+        "heartbeat_window_s": expected.heartbeat_window_s,
+        "window": {"from": start, "to": end},
+        "effective_intervals": [s.to_list() for s in in_window],
+        "effective_s": _seconds(in_window),
+        "effective_fraction": _fraction(_seconds(in_window), end - start),
+        "startup_s": None if first is None else first - life.started_at,
+        "exercised": exercised,
+        "exercised_detail": why,
+        **decisions,
+        "records": {
+            "accepted": sum(len(p.accepted) for p in processes),
+            "refused": dict(sorted((refused or {}).items())),
+        },
+        "slots": slots,
+    }
+    return report
+
+
+def _exercised(spans: list[Span], start: int, end: int, selections: int) -> tuple[bool, str]:
+    if not spans:
+        return False, f"never effective within [{start}, {end})"
+    first = spans[0].start
+    if len(spans) > 1 or spans[0].end < end:
+        gap = spans[0].end
+        return False, f"effective from {first}, then a gap from {gap} before the window's end {end}"
+    if selections < 1:
+        return False, f"effective from {first} to {end}, but the plugin selected no victim"
+    return True, f"effective without a gap from {first} to {end}, {selections:,} selections"
+
+
+def report_bytes(report: dict[str, Any]) -> bytes:
+    """The report as it is written and signed: its RFC 8785 form."""
+    return canonicalize(report)

@@ -1,0 +1,167 @@
+"""``ecpa audit`` on launch directories written directly (``bench.launchdir``): the report is
+the same whenever it is made, gaps carry their causes, and the signed receipt fails with
+the digest's code for a changed report and with the key's code for another key."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ecpa
+from bench.launchdir import Written, write_launch
+from ecpa.runtime import audit_launch_dir, check_receipt, report_bytes, sign_receipt
+from tests._cli_helpers import ecpa_main
+
+NOW = int(time.time()) - 3600  # an hour ago: the launch ended long before the audit
+MANAGER = ecpa.SigningKey.from_seed(b"m" * 32)
+OTHER = ecpa.SigningKey.from_seed(b"o" * 32)
+
+
+def ended_launch(tmp_path: Path, *, records: int = 30) -> Written:
+    runs = tmp_path / "runs"
+    runs.mkdir(mode=0o700)
+    written = write_launch(
+        runs, slots=2, records=records, now=NOW, interval=1, launch_id="launch-00000000000000aa"
+    )
+    # ecpa run closes each key's window when the launch ends, and records the end.
+    trust = json.loads((written.directory / "trust.json").read_text())
+    for entry in trust["keys"]:
+        entry["not_after"] = NOW + 1
+    (written.directory / "trust.json").write_text(json.dumps(trust))
+    exit_doc = {"schema": "ecpa-exit/0.2", "ended_at": NOW + 1, "exit_status": 0}
+    (written.directory / "exit.json").write_text(json.dumps(exit_doc))
+    return written
+
+
+def trust_of(key: ecpa.SigningKey) -> ecpa.TrustStore:
+    return ecpa.TrustStore.from_dict(
+        {
+            "schema": "ecpa-trust-store/0.1",
+            "keys": [
+                {
+                    "issuer": "urn:ecpa:issuer:mgr",
+                    "kid": "mgr-1",
+                    "public_key_b64": key.public_key.to_b64(),
+                    "subjects": ["launch-audit"],
+                    "enabled": True,
+                    "not_before": 0,
+                    "not_after": 2**40,
+                }
+            ],
+        }
+    )
+
+
+def test_an_ended_launchs_audit_is_the_same_whenever_it_is_made(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    first = audit_launch_dir(written.directory, now=NOW + 10).report
+    a_year_later = audit_launch_dir(written.directory, now=NOW + 366 * 86400).report
+    assert report_bytes(first) == report_bytes(a_year_later)
+    assert first["ended_at"] == NOW + 1
+    assert first["judged_until"] == NOW + 1
+    [s0, s1] = first["slots"]
+    assert s1["effective_intervals"] == s0["effective_intervals"]
+    # 30 records a second apart, the newest at NOW: covered from the first record on.
+    assert s0["effective_intervals"] == [[NOW - 29, NOW + 1]]
+    assert s0["effective_s"] == 30
+    assert first["effective_intervals"] == [[NOW - 29, NOW + 1]]
+    assert first["startup_s"] == (NOW - 29) - first["started_at"]
+    assert [g["cause"] for g in s0["gaps"]] == ["no evidence yet"]
+    assert first["exercised"] is True
+    assert first["selections"] == 2 * (3 * 30 - 3 * 0)  # per process: 3 * seq at the newest
+    assert first["records"] == {"accepted": 60, "refused": {}}
+
+
+def test_a_window_cuts_the_intervals_and_the_counts(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    report = audit_launch_dir(written.directory, now=NOW + 10, window=(NOW - 20, NOW - 10)).report
+    assert report["window"] == {"from": NOW - 20, "to": NOW - 10}
+    assert report["effective_intervals"] == [[NOW - 20, NOW - 10]]
+    assert report["effective_fraction"] == 1.0
+    # bench.launchdir's record seq n counts 3n selections: records NOW-20 .. NOW-11 are in.
+    assert report["slots"][0]["selections"] == 3 * 19 - 3 * 9
+
+
+def test_a_process_whose_evidence_stops_is_a_gap_that_says_so(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    log = next((written.directory / "evidence" / written.directory.name).glob("scheduler.1-*"))
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:10]))  # its records stop 20 s before the end
+    report = audit_launch_dir(written.directory, now=NOW + 10).report
+    s1 = report["slots"][1]
+    assert s1["effective_intervals"] == [[NOW - 29, NOW - 20 + 3 + 1]]  # + heartbeat window
+    assert s1["gaps"][-1]["cause"] == "process died (its evidence stopped)"
+    assert report["exercised"] is False
+
+
+def test_a_changed_report_fails_with_the_digests_code(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    report = audit_launch_dir(written.directory, now=NOW + 10).report
+    data = report_bytes(report)
+    signed = sign_receipt(report, data, MANAGER, issuer="urn:ecpa:issuer:mgr", kid="mgr-1", now=NOW)
+    checked = check_receipt(data, signed.payload, signed.detached_jws, trust_of(MANAGER))
+    assert checked.statement.evidence_digest.startswith("sha256:")
+    assert (checked.statement.event, checked.statement.subject) == ("audited", "launch-audit")
+    changed = data.replace(b'"exercised":true', b'"exercised":fals', 1)
+    assert changed != data
+    with pytest.raises(ecpa.EcpaError) as caught:
+        check_receipt(changed, signed.payload, signed.detached_jws, trust_of(MANAGER))
+    assert caught.value.code is ecpa.ErrorCode.EVIDENCE_DIGEST_MISMATCH
+
+
+def test_a_receipt_from_another_key_fails_with_the_keys_code(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    report = audit_launch_dir(written.directory, now=NOW + 10).report
+    data = report_bytes(report)
+    signed = sign_receipt(report, data, OTHER, issuer="urn:ecpa:issuer:mgr", kid="mgr-1", now=NOW)
+    with pytest.raises(ecpa.EcpaError) as caught:
+        check_receipt(data, signed.payload, signed.detached_jws, trust_of(MANAGER))
+    assert caught.value.code is ecpa.ErrorCode.INVALID_SIGNATURE
+
+
+def test_the_status_of_an_ended_launch_judges_its_evidence_as_of_its_end(tmp_path: Path) -> None:
+    """An hour after the end, the key windows closed at the end: status said "undecided" and
+    "no evidence" for records that were valid when they were written."""
+    written = ended_launch(tmp_path)
+    out = ecpa_main("status", "--launch", written.directory, "--json")
+    doc: dict[str, Any] = json.loads(out.out)
+    assert doc["runtime_effective"] is False
+    first = doc["reasons"][0]
+    assert first["code"] == "launch_ended"
+    assert "ecpa audit --launch" in first["text"]
+    assert " s ago)" in first["text"]
+    assert "undecided" not in out.out
+    assert doc["accepted"] > 0
+    assert doc["refused"] == {}
+
+
+def test_the_audit_command_text_json_and_plot(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    png = tmp_path / "timeline.png"
+    out = ecpa_main("audit", "--launch", written.directory, "--plot", png)
+    assert out.status == 0, out
+    assert out.lines[0].startswith("launch launch-00000000000000aa: exercised: true")
+    assert "slot scheduler.1: effective 30 s" in out.out
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    out = ecpa_main("audit", "--launch", written.directory, "--json")
+    assert json.loads(out.out)["schema"] == "ecpa-audit-report/0.1"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((), "expected --launch DIR"),
+        (("--launch", "nowhere"), "expected a launch directory"),
+        (("--launch", ".", "--from", "10", "--to", "5"), "expected --to after --from"),
+        (("--launch", ".", "--sign", "k.pem"), "expected --sign KEY with --issuer"),
+        (("--check", "r.json"), "expected --receipt"),
+    ],
+)
+def test_usage_errors_exit_2(args: tuple[str, ...], expected: str) -> None:
+    out = ecpa_main("audit", *args)
+    assert out.status == 2, out
+    assert expected in out.err
