@@ -15,7 +15,15 @@ from ecpa.cli._verify import load_trust
 from ecpa.errors import ErrorCode
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
-from ecpa.runtime import audit_launch_dir, check_receipt, plot_audit, report_bytes, sign_receipt
+from ecpa.runtime import (
+    audit_launch_dir,
+    audit_store,
+    check_receipt,
+    is_postgres_dsn,
+    plot_audit,
+    report_bytes,
+    sign_receipt,
+)
 
 __all__ = ["AUDIT_EXAMPLES", "audit_command"]
 
@@ -26,6 +34,7 @@ Examples:
   ecpa audit --launch DIR --sign manager.pem --issuer urn:ecpa:issuer:mgr --kid mgr-1 --out a
   ecpa audit --check a.report.json --receipt a.jws --trust manager-trust.json --launch DIR
   ecpa audit --launch DIR --plot timeline.png
+  ecpa audit --db postgresql://ecpa@db.example/ecpa --launch-id launch-0123456789abcdef
 
 \b
 The verdict `ecpa status` would have given at each instant of the launch's life, judged
@@ -99,6 +108,13 @@ def audit_command(
     launch: Annotated[
         Path | None, typer.Option(metavar="DIR", help="Launch directory written by `ecpa run`.")
     ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(metavar="DSN", envvar="ECPA_DB", help="Evidence store `ecpa ship` fills."),
+    ] = None,
+    launch_id: Annotated[
+        str | None, typer.Option(metavar="ID", help="The launch to audit from --db.")
+    ] = None,
     start: Annotated[
         int | None, typer.Option("--from", metavar="T", help="Window start, Unix seconds.")
     ] = None,
@@ -145,9 +161,13 @@ def audit_command(
             raise fail_usage("expected --receipt PREFIX.jws with --check")
         _check(check, receipt, trust, launch)
         raise typer.Exit(EXIT_OK)
-    if launch is None:
-        raise fail_usage("expected --launch DIR (or --check REPORT --receipt JWS)")
-    if not launch.is_dir():
+    if (launch is None) == (db is None):
+        raise fail_usage("expected --launch DIR or --db DSN (or --check REPORT --receipt JWS)")
+    if (db is None) != (launch_id is None):
+        raise fail_usage("expected --launch-id ID with --db DSN, and only with it")
+    if db is not None and not is_postgres_dsn(db):
+        raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
+    if launch is not None and not launch.is_dir():
         raise fail_usage(f"expected a launch directory at {launch}, found none")
     when = int(time.time()) if now is None else now
     for name, value in (("--now", when), ("--from", start), ("--to", end)):
@@ -158,7 +178,12 @@ def audit_command(
     if (sign_key is None) != (out is None) or (sign_key is not None and not (issuer and kid)):
         raise fail_usage("expected --sign KEY with --issuer I, --kid K and --out PREFIX")
     key = SigningKey.load(sign_key) if sign_key is not None else None
-    audit = audit_launch_dir(launch, now=when, window=(start, end))
+    if launch is not None:
+        audit = audit_launch_dir(launch, now=when, window=(start, end))
+    else:
+        assert db is not None
+        assert launch_id is not None
+        audit = audit_store(db, launch_id, now=now, window=(start, end))
     report = audit.report
     if key is not None and out is not None and issuer and kid:
         data = report_bytes(report)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ecpa.runtime.host.audit import Audit as Audit
     from ecpa.runtime.host.audit import audit_launch_dir as audit_launch_dir
+    from ecpa.runtime.host.audit import audit_store as audit_store
     from ecpa.runtime.host.audit import issued_at_of as issued_at_of
     from ecpa.runtime.host.audit_plot import plot_audit as plot_audit
     from ecpa.runtime.host.evidence_log import EvidenceLog as EvidenceLog
@@ -105,6 +106,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "report_bytes": ("ecpa.runtime.judge.audit", "report_bytes"),
     "Audit": ("ecpa.runtime.host.audit", "Audit"),
     "audit_launch_dir": ("ecpa.runtime.host.audit", "audit_launch_dir"),
+    "audit_store": ("ecpa.runtime.host.audit", "audit_store"),
     "issued_at_of": ("ecpa.runtime.host.audit", "issued_at_of"),
     "plot_audit": ("ecpa.runtime.host.audit_plot", "plot_audit"),
     "RECEIPT_SUBJECT": ("ecpa.runtime.host.receipt", "RECEIPT_SUBJECT"),

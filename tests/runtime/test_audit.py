@@ -154,7 +154,9 @@ def test_the_audit_command_text_json_and_plot(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ((), "expected --launch DIR"),
+        ((), "expected --launch DIR or --db DSN"),
+        (("--db", "postgresql://x/y"), "expected --launch-id ID with --db"),
+        (("--db", "file.db", "--launch-id", "x"), "expected --db postgresql://"),
         (("--launch", "nowhere"), "expected a launch directory"),
         (("--launch", ".", "--from", "10", "--to", "5"), "expected --to after --from"),
         (("--launch", ".", "--sign", "k.pem"), "expected --sign KEY with --issuer"),
@@ -165,3 +167,16 @@ def test_usage_errors_exit_2(args: tuple[str, ...], expected: str) -> None:
     out = ecpa_main("audit", *args)
     assert out.status == 2, out
     assert expected in out.err
+
+
+def test_the_store_gives_the_same_audit_as_the_directory(tmp_path: Path, pg_dsn: str) -> None:
+    written = ended_launch(tmp_path)
+    shipped = ecpa_main("ship", "--launch", written.directory, "--db", pg_dsn, "--once")
+    assert shipped.status == 0, shipped
+    out = ecpa_main(
+        "audit", "--db", pg_dsn, "--launch-id", written.directory.name, "--json", "--now", NOW
+    )
+    assert out.status == 0, out
+    from_store = json.loads(out.out)
+    from_dir = audit_launch_dir(written.directory, now=NOW + 10).report
+    assert report_bytes(from_store) == report_bytes(from_dir)

@@ -7,13 +7,14 @@ erase the past), then :func:`~ecpa.runtime.judge.audit.audit_report`.
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ecpa._files import read_bounded
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.fence import MemoryReplayFence
 from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
@@ -24,11 +25,17 @@ from ecpa.runtime.judge.audit import LaunchLife, audit_report
 from ecpa.runtime.judge.records import check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.timeline import ProcessRecords
-from ecpa.runtime.model.enroll import kid_of_log, parse_kid
+from ecpa.runtime.model.enroll import LOG_NAME, kid_of_log, parse_kid
 from ecpa.runtime.model.evidence import LogLine, read_log
-from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, ExpectedLaunch
+from ecpa.runtime.model.launch import (
+    MAX_LAUNCH_FILE_BYTES,
+    ExpectedLaunch,
+    ended_from_bytes,
+    launch_from_bytes,
+)
+from ecpa.runtime.stores.store import EvidenceStore
 
-__all__ = ["Audit", "audit_launch_dir", "issued_at_of", "records_of"]
+__all__ = ["Audit", "audit_launch_dir", "audit_store", "issued_at_of", "records_of"]
 
 
 @dataclass(frozen=True)
@@ -114,38 +121,119 @@ def audit_launch_dir(
     launch_doc = read_bounded(
         directory / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
     )
-    started = _int_member(launch_doc, "started_at", "launch.json")
-    if started is None:
-        raise EcpaError(
-            ErrorCode.INVALID_INPUT,
-            f"expected an integer started_at in {directory / 'launch.json'}, found none",
-        )
-    ended_at = None
+    exit_doc = None
     if files.ended is not None:
         exit_doc = read_bounded(
             directory / "exit.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
         )
-        ended_at = _int_member(exit_doc, "ended_at", "exit.json")
     store = files.trust_store()
     logs = open_process_logs(directory / "evidence" / expected.launch_id)
-    processes: list[ProcessRecords] = []
-    refused: dict[str, int] = {}
+    read: list[tuple[str, list[LogLine]]] = []
     try:
         for name, fd in sorted(logs.fds.items()):
             with os.fdopen(os.dup(fd), "rb") as stream:
-                proc, codes = records_of(name, list(read_log(stream)), store, expected)
-            processes.append(proc)
-            for code, count in codes.items():
-                refused[code] = refused.get(code, 0) + count
+                read.append((name, list(read_log(stream))))
     finally:
         logs.close()
+    return _from_parts(
+        expected,
+        launch_doc,
+        exit_doc,
+        files.ended,
+        read,
+        store,
+        now=now,
+        window=window,
+        where=str(directory / "launch.json"),
+    )
+
+
+def _from_parts(
+    expected: ExpectedLaunch,
+    launch_doc: bytes,
+    exit_doc: bytes | None,
+    ended: str | None,
+    logs: list[tuple[str, list[LogLine]]],
+    store: TrustStore,
+    *,
+    now: int,
+    window: tuple[int | None, int | None],
+    where: str,
+) -> Audit:
+    if expected.version == "0.1":
+        raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
+    started = _int_member(launch_doc, "started_at", "launch.json")
+    if started is None:
+        raise EcpaError(
+            ErrorCode.INVALID_INPUT, f"expected an integer started_at in {where}, found none"
+        )
+    ended_at = None if exit_doc is None else _int_member(exit_doc, "ended_at", "exit.json")
+    processes: list[ProcessRecords] = []
+    refused: dict[str, int] = {}
+    for name, lines in logs:
+        proc, codes = records_of(name, lines, store, expected)
+        processes.append(proc)
+        for code, count in codes.items():
+            refused[code] = refused.get(code, 0) + count
     plan = {
         "plan_id": expected.plan_id,
         "plugin_id": expected.plugin_id,
         "artifact_digest": expected.artifact_digest,
     }
-    life = LaunchLife(started, ended_at, files.ended)
+    life = LaunchLife(started, ended_at, ended)
     report = audit_report(
         processes, expected, life, now=now, window=window, refused=refused, plan=plan
     )
     return Audit(report, tuple(processes))
+
+
+def audit_store(
+    dsn: str,
+    launch_id: str,
+    *,
+    now: int | None = None,
+    window: tuple[int | None, int | None] = (None, None),
+) -> Audit:
+    """The audit of launch ``launch_id`` in the evidence store at ``dsn`` (``now`` None:
+    the database server's clock, which matters only for a launch that has not ended). The
+    same report as :func:`audit_launch_dir` of the directory the store was filled from.
+
+    Raises:
+        EcpaError: ``ECPA_EVIDENCE_STORE`` for a store that cannot be used;
+            ``ECPA_INVALID_INPUT`` for a launch it does not hold.
+    """
+    with EvidenceStore(dsn, create=False) as db:
+        row = db.launch(launch_id)
+        if row is None:
+            raise invalid_input(f"expected launch {launch_id!r} in {db.where}, found none")
+        where = f"launch {launch_id} in {db.where}"
+        if row.trust_doc is None:
+            raise EcpaError(
+                ErrorCode.TRUST_STORE_CONFIG, f"expected a trust store shipped with {where}"
+            )
+        expected = launch_from_bytes(row.launch_doc, where)
+        trust = TrustStore.from_dict(parse_object(row.trust_doc, what=f"trust store of {where}"))
+        when = db.server_now() if now is None else now
+        logs = []
+        for name in sorted(db.sources(launch_id)):
+            if not LOG_NAME.fullmatch(name):
+                continue
+            rows = db.query(
+                "SELECT line FROM ecpa_evidence WHERE launch_id = %s AND source = %s "
+                "ORDER BY file_offset",
+                (launch_id, name),
+            )
+            data = b"".join(bytes(line) + b"\n" for (line,) in rows)
+            logs.append((name, list(read_log(io.BytesIO(data)))))
+    ended = None if row.exit_doc is None else ended_from_bytes(row.exit_doc)
+    return _from_parts(
+        expected,
+        row.launch_doc,
+        row.exit_doc,
+        ended,
+        logs,
+        trust,
+        now=when,
+        window=window,
+        where=where,
+    )
