@@ -13,7 +13,7 @@ import pytest
 
 import ecpa
 from bench.launchdir import Written, write_launch
-from ecpa.runtime import audit_launch_dir, check_receipt, report_bytes, sign_receipt
+from ecpa.runtime import EXIT_SCHEMA, audit_launch_dir, check_receipt, report_bytes, sign_receipt
 from tests._cli_helpers import ecpa_main
 
 NOW = int(time.time()) - 3600  # an hour ago: the launch ended long before the audit
@@ -32,7 +32,7 @@ def ended_launch(tmp_path: Path, *, records: int = 30) -> Written:
     for entry in trust["keys"]:
         entry["not_after"] = NOW + 1
     (written.directory / "trust.json").write_text(json.dumps(trust))
-    exit_doc = {"schema": "ecpa-exit/0.2", "ended_at": NOW + 1, "exit_status": 0}
+    exit_doc = {"schema": EXIT_SCHEMA, "ended_at": NOW + 1, "exit_status": 0}
     (written.directory / "exit.json").write_text(json.dumps(exit_doc))
     return written
 
@@ -180,3 +180,26 @@ def test_the_store_gives_the_same_audit_as_the_directory(tmp_path: Path, pg_dsn:
     from_store = json.loads(out.out)
     from_dir = audit_launch_dir(written.directory, now=NOW + 10).report
     assert report_bytes(from_store) == report_bytes(from_dir)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_verify_at_issue_accepts_an_ended_launchs_logs(tmp_path: Path, jobs: str) -> None:
+    """After the launch the key windows are closed: every line failed with
+    ATTESTATION_TRUST_POLICY unless the user found the right --now."""
+    written = ended_launch(tmp_path, records=5)
+    [log, _] = sorted((written.directory / "evidence" / written.directory.name).glob("*.jsonl"))
+    trust = written.directory / "trust.json"
+    now = ecpa_main("verify", log, "--trust", trust, "--jobs", jobs)
+    assert now.status == 1
+    assert "ATTESTATION_TRUST_POLICY" in now.out
+    past = ecpa_main("verify", log, "--trust", trust, "--at-issue", "--jobs", jobs)
+    assert past.status == 0, past
+    assert len(past.lines) == 5
+    assert all(line.startswith("OK ") and " at_issue=" in line for line in past.lines), past.out
+    assert "each item verified as of its own issued_at" in past.err
+    as_json = ecpa_main("verify", log, "--trust", trust, "--at-issue", "--json", "--jobs", jobs)
+    docs = [json.loads(line) for line in as_json.lines]
+    assert [d["verified_at"] for d in docs] == [d["statement"]["issued_at"] for d in docs]
+    both = ecpa_main("verify", log, "--trust", trust, "--at-issue", "--now", "5")
+    assert both.status == 2
+    assert "expected --now T or --at-issue, not both" in both.err

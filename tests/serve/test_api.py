@@ -13,7 +13,7 @@ import pytest
 
 from bench.launchdir import HOST
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document
-from ecpa.runtime import status_from_launch_dir
+from ecpa.runtime import EXIT_SCHEMA, status_from_launch_dir
 from ecpa.serve.server import Listen, bind
 from tests.serve._served import (
     launch_id,
@@ -166,7 +166,7 @@ def test_an_unreadable_source_keeps_its_launches_listed_not_effective(tmp_path: 
 def test_ended_launches_leave_the_metrics_after_the_retention(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     written = write_runs(runs, 2)
-    exit_doc = {"schema": "ecpa-exit/0.2", "ended_at": int(time.time()), "exit_status": 0}
+    exit_doc = {"schema": EXIT_SCHEMA, "ended_at": int(time.time()), "exit_status": 0}
     (written[0].directory / "exit.json").write_text(json.dumps(exit_doc))
     with served(sources_of(runs, written), retention_s=0.2) as srv:
         text = srv.metrics_text()
