@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +13,7 @@ from ecpa._files import read_bounded, write_file
 from ecpa._text import iso_utc, json_line, safe, show
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage
 from ecpa.cli._verify import load_trust
-from ecpa.errors import ErrorCode
+from ecpa.errors import ErrorCode, invalid_input
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
@@ -93,11 +94,19 @@ def _check(report_file: Path, receipt: Path, trust: Path | None, launch: Path | 
     if launch is None:
         typer.echo("report not derived again (no --launch DIR given)")
         return
-    import json
-
-    doc = json.loads(report)
-    window = (doc["window"]["from"], doc["window"]["to"])
-    again = audit_launch_dir(launch, now=int(doc["judged_until"]), window=window)
+    try:
+        doc = json.loads(report)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise invalid_input(f"expected an audit report in {report_file}, found no JSON object")
+    span, until = doc.get("window"), doc.get("judged_until")
+    if not isinstance(span, dict) or type(until) is not int:
+        raise invalid_input(f"expected an audit report in {report_file}, found another object")
+    window = (span.get("from"), span.get("to"))
+    if not all(type(x) is int for x in window):
+        raise invalid_input(f"expected an audit report in {report_file}, found another object")
+    again = audit_launch_dir(launch, now=until, window=window)
     if report_bytes(again.report) != report:
         typer.echo(f"FAIL: the report derived again from {show(launch)} differs from it")
         raise typer.Exit(EXIT_INVALID)

@@ -148,6 +148,11 @@ def verify_command(
     when: int | None = int(time.time()) if now is None else now
     if when is not None and not 0 <= when <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
+    if at_issue and replay_db is not None:
+        raise fail_usage(
+            "expected --at-issue without --replay-db (a fence forgets a nonce once it has "
+            "expired; as of issued_at, an expired record would count again)"
+        )
     if at_issue:
         when = None
         typer.echo("ecpa verify: --at-issue: each item verified as of its own issued_at", err=True)

@@ -203,3 +203,98 @@ def test_verify_at_issue_accepts_an_ended_launchs_logs(tmp_path: Path, jobs: str
     both = ecpa_main("verify", log, "--trust", trust, "--at-issue", "--now", "5")
     assert both.status == 2
     assert "expected --now T or --at-issue, not both" in both.err
+
+
+# --- the adversarial review's findings ----------------------------------------------------
+
+
+def rewrite_log(written: Written, ordinal: int, items: list[tuple[int, int, int]]) -> None:
+    """Replace slot ``scheduler.<ordinal>``'s log by records ``(seq, issued_at, selections)``
+    signed with its process key, as bench.launchdir signs them."""
+    from bench.launchdir import CHALLENGE, ISSUER
+    from ecpa.observer.record import Signer, Window, build_evidence
+    from ecpa.runtime.model.enroll import kid_for, log_name
+    from ecpa.runtime.model.evidence import record_line
+    from ecpa.runtime.model.launch import Slot
+    from ecpa.runtime.model.process import LaunchEnvironment
+
+    directory = written.directory
+    env = LaunchEnvironment(
+        plan_id="plan-bench",
+        launch_id=directory.name,
+        challenge=CHALLENGE,
+        plugin_id="org.vllm-hust.dla/victim-selector",
+        artifact_digest="sha256:" + "7" * 64,
+        issuer=ISSUER,
+        kid=None,
+        signing_key_file=None,
+        evidence_dir=directory / "evidence",
+        process_epoch=1,
+        enroll_socket=directory / "enroll.sock",
+    )
+    slot = Slot("scheduler", ordinal)
+    who = written.processes[slot]
+    key = ecpa.SigningKey.from_seed(bytes([ordinal]) * 31 + b"k")
+    signer = Signer(key, kid_for(slot, who), slot, process_keys=True)
+    with (directory / "evidence" / directory.name / log_name(signer.kid)).open("wb") as out:
+        for seq, at, selections in items:
+            window = Window(seq, selections + seq, selections, seq, 0, 0, at - 1, at, at, seq, at)
+            out.write(record_line(build_evidence(env, who, signer, window, issued_at=at)))
+
+
+def test_a_writer_clock_stepping_back_never_decides_with_a_record_not_yet_written(
+    tmp_path: Path,
+) -> None:
+    """Records dated back after a clock step were taken as there before the records written
+    before them (an unsorted bisect): selections over a window doubled, coverage ended early."""
+    written = ended_launch(tmp_path)
+    start = NOW - 29
+    items = [(seq, start + seq - 1, seq) for seq in range(1, 21)]  # start .. start+19
+    items += [(seq, start + seq - 11, seq) for seq in range(21, 31)]  # dated 10 s back
+    for ordinal in (0, 1):
+        rewrite_log(written, ordinal, items)
+    report = audit_launch_dir(written.directory, now=NOW + 10).report
+    last = start + 19  # the latest date written: every record is there from then on
+    assert report["effective_intervals"] == [[start, last + 3 + 1]]
+    window = audit_launch_dir(written.directory, now=NOW + 10, window=(start + 10, last + 1))
+    # seq 30 (30 selections) is there at `last`; seq 10 was the newest before the window.
+    assert window.report["slots"][0]["selections"] == 30 - 10
+
+
+def test_a_supervisor_gone_without_an_end_record_is_never_exercised(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    (written.directory / "exit.json").unlink()  # ecpa run SIGKILLed: no record of the end
+    report = audit_launch_dir(
+        written.directory, now=NOW + 3600, proc_root=tmp_path / "no-proc"
+    ).report
+    assert report["exercised"] is False
+    assert "recorded no end" in report["exercised_detail"]
+    assert report["ended_how"].startswith("supervisor gone without recording the end")
+    assert report["judged_until"] == NOW + 3 + 1  # the last evidence and its window
+
+
+def test_a_receipt_for_another_launch_is_refused(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    report = audit_launch_dir(written.directory, now=NOW + 10).report
+    data = report_bytes(report)
+    other = {**report, "launch_id": "launch-00000000000000bb"}
+    signed = sign_receipt(other, data, MANAGER, issuer="urn:ecpa:issuer:mgr", kid="mgr-1", now=NOW)
+    with pytest.raises(ecpa.EcpaError) as caught:
+        check_receipt(data, signed.payload, signed.detached_jws, trust_of(MANAGER))
+    assert caught.value.code is ecpa.ErrorCode.BINDING_MISMATCH
+
+
+def test_verify_at_issue_refuses_a_replay_fence(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path, records=2)
+    [log, _] = sorted((written.directory / "evidence" / written.directory.name).glob("*.jsonl"))
+    out = ecpa_main(
+        "verify",
+        log,
+        "--trust",
+        written.directory / "trust.json",
+        "--at-issue",
+        "--replay-db",
+        tmp_path / "fence.db",
+    )
+    assert out.status == 2
+    assert "expected --at-issue without --replay-db" in out.err

@@ -33,6 +33,7 @@ from ecpa.runtime.model.launch import (
     ended_from_bytes,
     launch_from_bytes,
 )
+from ecpa.runtime.model.process import PROC, check_alive
 from ecpa.runtime.stores.store import EvidenceStore
 
 __all__ = ["Audit", "audit_launch_dir", "audit_store", "issued_at_of", "records_of"]
@@ -105,6 +106,7 @@ def audit_launch_dir(
     *,
     now: int,
     window: tuple[int | None, int | None] = (None, None),
+    proc_root: Path = PROC,
 ) -> Audit:
     """The audit of the launch directory ``directory`` (``now`` matters only for a
     launch that has not ended: its life is judged up to ``now``).
@@ -145,6 +147,9 @@ def audit_launch_dir(
         now=now,
         window=window,
         where=str(directory / "launch.json"),
+        supervisor_gone=files.ended is None
+        and expected.supervisor is not None
+        and not check_alive(expected.supervisor, proc_root=proc_root).alive,
     )
 
 
@@ -159,6 +164,7 @@ def _from_parts(
     now: int,
     window: tuple[int | None, int | None],
     where: str,
+    supervisor_gone: bool = False,
 ) -> Audit:
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
@@ -180,7 +186,7 @@ def _from_parts(
         "plugin_id": expected.plugin_id,
         "artifact_digest": expected.artifact_digest,
     }
-    life = LaunchLife(started, ended_at, ended)
+    life = LaunchLife(started, ended_at, ended, supervisor_gone and ended is None)
     report = audit_report(
         processes, expected, life, now=now, window=window, refused=refused, plan=plan
     )
@@ -236,4 +242,5 @@ def audit_store(
         now=when,
         window=window,
         where=where,
+        supervisor_gone=row.supervisor_alive is False,
     )

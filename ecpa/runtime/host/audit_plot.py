@@ -5,10 +5,12 @@ signed counters) as a line; a last row for the launch. Readable at a glance."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ecpa._files import write_file
 from ecpa.runtime.judge.timeline import ProcessRecords
 
 __all__ = ["CAUSE_COLOURS", "plot_audit"]
@@ -109,5 +111,7 @@ def plot_audit(report: dict[str, Any], processes: Sequence[ProcessRecords], path
     ]
     fig.legend(handles=handles, loc="upper right", fontsize=7, ncol=min(len(handles), 4))
     fig.tight_layout(rect=(0, 0, 1, 0.93))
-    fig.savefig(path, format="png")
+    out = io.BytesIO()
+    fig.savefig(out, format="png")
     plt.close(fig)
+    write_file(path, out.getvalue(), mode=0o644)  # whole or not at all, never via a symlink

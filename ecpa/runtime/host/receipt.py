@@ -10,6 +10,7 @@ bytes. Anyone with the manager's trust store checks it with ``ecpa verify PREFIX
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 from dataclasses import dataclass
@@ -84,6 +85,17 @@ def sign_receipt(
     return sign(statement, key)
 
 
+def _launch_of(report: bytes) -> str | None:
+    """The report's ``launch_id`` (None: not a JSON object with one; a report holds
+    fractions, which the profile's strict parser refuses, so the standard one reads it)."""
+    try:
+        doc = json.loads(report)
+    except ValueError:
+        return None
+    value = doc.get("launch_id") if isinstance(doc, dict) else None
+    return value if isinstance(value, str) else None
+
+
 @dataclass(frozen=True)
 class CheckedReceipt:
     statement: Statement
@@ -117,6 +129,12 @@ def check_receipt(
             f"{RECEIPT_SUBJECT}), found {st.obligation}/{st.event}, subject {st.subject}",
         )
     digest = report_digest(report_bytes)
+    named = _launch_of(report_bytes)
+    if named is not None and named != st.launch_id:
+        raise EcpaError(
+            ErrorCode.BINDING_MISMATCH,
+            f"expected a receipt for the report's launch {named!r}, found one for {st.launch_id!r}",
+        )
     if st.evidence_digest != digest:
         raise EcpaError(
             ErrorCode.EVIDENCE_DIGEST_MISMATCH,

@@ -9,6 +9,7 @@ up to the ``now`` it is given, which the report then names.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,9 @@ class LaunchLife:
     started_at: int
     ended_at: int | None
     ended_how: str | None
+    #: The supervisor is gone and recorded no end (``ecpa run`` killed): the life is then
+    #: bounded by the processes' last evidence, and the launch is never ``exercised``.
+    unrecorded_end: bool = False
 
 
 def _clip(spans: Sequence[Span], start: int, end: int) -> list[Span]:
@@ -77,9 +81,8 @@ def _gaps(
     processes: Sequence[ProcessRecords],
     ended_at: int | None,
 ) -> list[dict[str, Any]]:
-    gaps: list[dict[str, Any]] = []
-    cursor = life.start
     holes = []
+    cursor = life.start
     for span in covered:
         if span.start > cursor:
             holes.append(Span(cursor, span.start))
@@ -87,16 +90,25 @@ def _gaps(
     if cursor < life.end:
         holes.append(Span(cursor, life.end))
     mine = [p for p in processes if p.slot is not None and p.slot.name == slot]
+    times = [m.at for m in moments]  # in order: one bisect per hole, not a scan
+    written = sorted(t for p in mine for t in p.known())
+    refused_at = sorted(t for p in mine for t in p.refused_at)
+    gaps: list[dict[str, Any]] = []
     for hole in holes:
-        at = max((m for m in moments if m.at <= hole.start), key=lambda m: m.at, default=None)
+        i = bisect.bisect_right(times, hole.start) - 1
         codes: set[str] = set()
-        if at is not None:
+        if i >= 0:
             codes = next(
-                ({r.code.value for r in s.reasons} for s in at.status.slots if s.slot == slot),
+                (
+                    {r.code.value for r in s.reasons}
+                    for s in moments[i].status.slots
+                    if s.slot == slot
+                ),
                 set(),
             )
-        after = any(rec.statement.issued_at >= hole.start for p in mine for rec in p.accepted)
-        refused = any(hole.start <= t < hole.end for p in mine for t in p.refused_at)
+        after = bisect.bisect_left(written, hole.start) < len(written)
+        j = bisect.bisect_left(refused_at, hole.start)
+        refused = j < len(refused_at) and refused_at[j] < hole.end
         ended = ended_at is not None and hole.start >= ended_at
         gaps.append(
             {
@@ -140,6 +152,11 @@ def audit_report(
     """The report (see the module's text and docs/audit.md) of the launch over ``window``
     (default: its whole life; an unended launch's life ends at ``now``)."""
     end_of_life = life.ended_at if life.ended_at is not None else max(now, life.started_at)
+    supervised_until = life.ended_at
+    if life.ended_at is None and life.unrecorded_end:
+        window_s = expected.heartbeat_window_s
+        last = max((t for p in processes for t in p.known()), default=life.started_at)
+        end_of_life = supervised_until = min(end_of_life, last + window_s + 1)
     start = window[0] if window[0] is not None else life.started_at
     end = window[1] if window[1] is not None else end_of_life
     start, end = max(start, life.started_at), min(end, end_of_life)
@@ -149,7 +166,7 @@ def audit_report(
         expected,
         start=life.started_at,
         end=end_of_life,
-        supervised_until=life.ended_at,
+        supervised_until=supervised_until,
     )
     launch_spans = intervals(((m.at, m.status.effective) for m in moments), end_of_life)
     whole = Span(life.started_at, end_of_life)
@@ -196,13 +213,21 @@ def audit_report(
     first = launch_spans[0].start if launch_spans else None
     decisions = _counts(processes, start, end)
     exercised, why = _exercised(in_window, start, end, decisions["selections"])
+    if life.unrecorded_end:
+        exercised = False
+        why = (
+            "the supervisor is gone and recorded no end (ecpa run was killed?): its "
+            "liveness during the launch is unknown"
+        )
     report: dict[str, Any] = {
         "schema": AUDIT_SCHEMA,
         "launch_id": expected.launch_id,
         **(plan or {}),
         "started_at": life.started_at,
         "ended_at": life.ended_at,
-        "ended_how": life.ended_how,
+        "ended_how": life.ended_how
+        if not life.unrecorded_end
+        else "supervisor gone without recording the end; life bounded by the last evidence",
         "judged_until": end_of_life,
         "heartbeat_window_s": expected.heartbeat_window_s,
         "window": {"from": start, "to": end},

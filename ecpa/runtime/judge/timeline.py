@@ -40,14 +40,22 @@ class ProcessRecords:
     #: ``issued_at`` of each refused record whose payload said one.
     refused_at: list[int] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self._issued = [rec.statement.issued_at for rec in self.accepted]
+    def known(self) -> list[int]:
+        """When each record can have been written at the earliest: its ``issued_at``, or
+        the latest ``issued_at`` before it in the log if later (a writer's clock stepped
+        back: a record written after one dated T was not there before T)."""
+        if len(getattr(self, "_known", ())) != len(self.accepted):
+            times, latest = [], None
+            for rec in self.accepted:
+                at = rec.statement.issued_at
+                latest = at if latest is None else max(latest, at)
+                times.append(latest)
+            self._known = times
+        return self._known
 
     def upto(self, t: int) -> int:
-        """How many of its records were issued at or before ``t``."""
-        if len(self._issued) != len(self.accepted):
-            self._issued = [rec.statement.issued_at for rec in self.accepted]
-        return bisect.bisect_right(self._issued, t)
+        """How many of its records were there at ``t`` (see :meth:`known`)."""
+        return bisect.bisect_right(self.known(), t)
 
 
 @dataclass(frozen=True)
@@ -70,10 +78,10 @@ class Span:
 def _events(processes: Sequence[ProcessRecords], window: int, start: int, end: int) -> list[int]:
     times = {start}
     for proc in processes:
-        for rec in proc.accepted:
+        for rec, known in zip(proc.accepted, proc.known(), strict=True):
             st = rec.statement
-            for t in (st.issued_at, st.issued_at + window, st.issued_at + window + 1):
-                times.add(t)
+            times.add(known)
+            times.update((st.issued_at + window, st.issued_at + window + 1))
             times.update((st.expires_at, st.expires_at + 1))
     return sorted(t for t in times if start <= t < end)
 
