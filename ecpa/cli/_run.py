@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa._text import safe
+from ecpa._text import json_line, safe
 from ecpa.cli._common import fail_usage
 from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
@@ -107,6 +107,20 @@ def run_command(
             show_default=False,
         ),
     ] = None,
+    launch_id: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ID",
+            help="The launch id, launch-<16 hex> (default: random); never one that exists.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Say the launch as one JSON object on stderr (stdout is COMMAND's)."
+        ),
+    ] = False,
 ) -> None:
     """Run COMMAND under a fresh launch: a random launch id and challenge, the ECPA_*
     binding in the command's environment, an enrollment socket through which each scheduler
@@ -125,8 +139,23 @@ def run_command(
         chosen = plan_from_dict(doc, "--slots", default_issuer=chosen.issuer)
     # A process of its own: children from before exec are not the launch's.
     held = standalone and fresh_supervisor(say=_say)
-    launch = prepare_launch(chosen, evidence_dir, now=int(time.time()), environ=os.environ)
-    typer.echo(f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True)
+    launch = prepare_launch(
+        chosen, evidence_dir, now=int(time.time()), environ=os.environ, launch_id=launch_id
+    )
+    if as_json:
+        record = {
+            "launch_id": launch.launch_id,
+            "directory": str(launch.directory),
+            "plan_id": chosen.plan_id,
+            "plugin_id": chosen.plugin_id,
+            "slots": [slot.name for slot in chosen.slots],
+            "supervisor_pid": os.getpid(),
+        }
+        typer.echo(json_line(record), err=True)
+    else:
+        typer.echo(
+            f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True
+        )
 
     say = _say
 

@@ -52,6 +52,7 @@ from ecpa.runtime import (
     BINDING_ENV_NAMES,
     BINDING_FIELDS,
     EXIT_SCHEMA,
+    LAUNCH_DIR_NAME,
     Membership,
     Plan,
     ProcessIdentity,
@@ -139,12 +140,14 @@ def prepare_launch(
     now: int,
     environ: Mapping[str, str],
     supervisor: ProcessIdentity | None = None,
+    launch_id: str | None = None,
 ) -> Launch:
     """Make a fresh launch of ``plan`` started at ``now``, in ``evidence_dir/<launch_id>/``
     (``evidence_dir`` is created with mode 0700 if missing), and the command's environment:
     ``environ`` plus the binding. ``supervisor`` is the identity of the process that will
-    run and supervise the command (default: this one). Nothing is written when ``environ``
-    is refused.
+    run and supervise the command (default: this one); ``launch_id`` is the launch's id
+    (``launch-`` and 16 lowercase hex digits, never one that exists; default: random).
+    Nothing is written when ``environ`` or ``launch_id`` is refused.
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for a binding variable in ``environ``, a plan
@@ -152,14 +155,23 @@ def prepare_launch(
             writable by group or others, or a directory that cannot be written.
     """
     check_environment(environ)
+    if launch_id is not None and not LAUNCH_DIR_NAME.fullmatch(launch_id):
+        raise invalid_input(
+            f"expected a launch id of launch- and 16 lowercase hex digits, found {launch_id!r}"
+        )
     plan = plan_from_dict(plan.to_dict(), "plan", default_issuer=plan.issuer)
     _time(now, "now")
     _time(now + plan.max_duration_s, "the end of the launch (now + max_duration_s)")
     boss = supervisor if supervisor is not None else read_identity()
-    token = secrets.token_hex(8)
+    token = secrets.token_hex(8) if launch_id is None else launch_id.removeprefix("launch-")
     root = Path(evidence_dir)
     _evidence_root(root)
     directory = root / f"launch-{token}"
+    if launch_id is not None and os.path.lexists(directory):
+        raise invalid_input(
+            f"expected a new launch id, found {launch_id} in {root} already (a launch id is "
+            "never reused: choose another)"
+        )
     fd = _make_launch_dir(root, directory)
     try:
         launch = _new_launch(plan, directory, now, environ, boss, inode=identity(fd))

@@ -609,3 +609,28 @@ def test_slots_option_overrides_the_plans(tmp_path: Path) -> None:
         result = run(tmp_path / "bad", "true", extra=("--slots", bad))
         assert result.status == 2, (bad, result.err)
         assert "ECPA_INVALID_INPUT" in result.err
+
+
+def test_a_chosen_launch_id_is_used_once_and_said_as_json(tmp_path: Path) -> None:
+    """The launch id was random and said only in a line on stderr: a sidecar or a unit file
+    could not know its --launch path in advance."""
+    from tests._launch_helpers import ecpa_cmd
+
+    runs = tmp_path / "runs"
+    chosen = "launch-0123456789abcdef"
+    args = ("run", "--evidence-dir", runs, "--launch-id", chosen, "--json", "--", "true")
+    out = ecpa_cmd(*args)
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stderr.splitlines()[0])
+    assert record["launch_id"] == chosen
+    assert record["directory"].endswith(f"runs/{chosen}")
+    assert record["slots"] == ["scheduler.0"]
+    assert (runs / chosen / "exit.json").is_file()
+    again = ecpa_cmd(*args)
+    assert again.returncode == 2
+    assert "never reused" in again.stderr
+    for bad in ("launch-0123", "launch-0123456789ABCDEF", "../launch-0123456789abcdef", "x"):
+        refused = ecpa_cmd("run", "--evidence-dir", runs, "--launch-id", bad, "--", "true")
+        assert refused.returncode == 2, bad
+        assert "expected a launch id of launch- and 16 lowercase hex digits" in refused.stderr
+    assert sorted(p.name for p in runs.iterdir()) == [chosen]
