@@ -11,7 +11,7 @@ import typer
 
 from ecpa._files import read_bounded, write_file
 from ecpa._text import iso_utc, json_line, safe, show
-from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage
 from ecpa.cli._verify import load_trust
 from ecpa.errors import ErrorCode, invalid_input
 from ecpa.profile.keys import SigningKey
@@ -119,7 +119,10 @@ def audit_command(
     ] = None,
     db: Annotated[
         str | None,
-        typer.Option(metavar="DSN", envvar="ECPA_DB", help="Evidence store `ecpa ship` fills."),
+        typer.Option(
+            metavar="DSN",
+            help="Evidence store `ecpa ship` fills (default: ECPA_DB, without --launch).",
+        ),
     ] = None,
     launch_id: Annotated[
         str | None, typer.Option(metavar="ID", help="The launch to audit from --db.")
@@ -170,6 +173,7 @@ def audit_command(
             raise fail_usage("expected --receipt PREFIX.jws with --check")
         _check(check, receipt, trust, launch)
         raise typer.Exit(EXIT_OK)
+    db = db_from_env(db, launch)
     if (launch is None) == (db is None):
         raise fail_usage("expected --launch DIR or --db DSN (or --check REPORT --receipt JWS)")
     if (db is None) != (launch_id is None):

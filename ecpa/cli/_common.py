@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,11 @@ def display_json(data: bytes) -> Any:
         )
     except (ValueError, RecursionError):
         return {"error": "not JSON", "text": data.decode("utf-8", "replace")}
+
+
+def db_from_env(db: str | None, *others: object) -> str | None:
+    """``--db``, or ``ECPA_DB`` when neither it nor any other source (``others``) is given:
+    a DSN (password included) need not be on the command line, where ``ps`` shows it."""
+    if db is not None or any(other for other in others):
+        return db
+    return os.environ.get("ECPA_DB") or None

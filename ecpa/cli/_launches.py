@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ecpa._text import json_line, safe
-from ecpa.cli._common import EXIT_OK, fail_usage
+from ecpa.cli._common import EXIT_OK, db_from_env, fail_usage
 from ecpa.runtime import LaunchSummary, is_postgres_dsn, list_launches
 
 __all__ = ["LAUNCHES_EXAMPLES", "launches_command"]
@@ -50,7 +50,11 @@ def launches_command(
     ] = None,
     db: Annotated[
         str | None,
-        typer.Option(metavar="DSN", help="Evidence store (postgresql:// DSN) `ecpa ship` fills."),
+        typer.Option(
+            metavar="DSN",
+            help="Evidence store (postgresql:// DSN) `ecpa ship` fills (default: ECPA_DB, "
+            "when no --evidence-dir is given).",
+        ),
     ] = None,
     limit: Annotated[
         int, typer.Option(metavar="N", help="Launches judged at most per source (1 to 1000).")
@@ -66,6 +70,7 @@ def launches_command(
     and one `note:` line per cap hit.
     """
     dirs = list(evidence_dir or [])
+    db = db_from_env(db, dirs)
     if not dirs and db is None:
         raise fail_usage("expected --evidence-dir DIR or --db DSN (or both)")
     if not 1 <= limit <= 1000:

@@ -33,7 +33,16 @@ Exit status: 0 done, 2 usage error, unreadable launch or unusable store, 3 inter
 
 def ship_command(
     launch: Annotated[Path, typer.Option(help="Launch directory written by `ecpa run`.")],
-    db: Annotated[str, typer.Option(help="Evidence store: a postgresql:// DSN.")],
+    db: Annotated[
+        str,
+        typer.Option(
+            metavar="DSN",
+            envvar="ECPA_DB",
+            show_envvar=True,
+            help="Evidence store: a postgresql:// DSN (its password may come from libpq's "
+            "PGPASSWORD or ~/.pgpass instead).",
+        ),
+    ],
     once: Annotated[
         bool, typer.Option("--once", help="Copy what is there now, then exit.")
     ] = False,

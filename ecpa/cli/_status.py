@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from ecpa._text import json_line, safe
-from ecpa.cli._common import EXIT_INVALID, EXIT_OK, fail_usage, read_json_object
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, read_json_object
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document, store_binding
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
@@ -114,7 +114,10 @@ def status_command(
     ] = None,
     db: Annotated[
         str | None,
-        typer.Option(help="Evidence store (postgresql:// DSN) to judge --launch-id from."),
+        typer.Option(
+            help="Evidence store (postgresql:// DSN) to judge --launch-id from "
+            "(default: ECPA_DB, when neither --launch nor --evidence is given)."
+        ),
     ] = None,
     launch_id: Annotated[str | None, typer.Option(help="The launch to judge from --db.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
@@ -123,6 +126,7 @@ def status_command(
 
     Prints `runtime_effective: true|false`, then one `reason:` line per reason.
     """
+    db = db_from_env(db, launch, evidence)
     when = int(time.time()) if now is None else now
     if not 0 <= when <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
