@@ -11,9 +11,10 @@ import contextlib
 import io
 import signal
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperArgument
 
 from ecpa import PROFILE_ID, __version__
 from ecpa._text import safe
@@ -32,12 +33,23 @@ from ecpa.errors import EcpaError
 
 __all__ = ["app", "main", "script"]
 
+
+def _argument_type(self: TyperArgument, ctx: Any) -> str | None:
+    """An argument's help shows its metavar (``EVIDENCE...``, ``COMMAND``), not the Python
+    type typer derives (``<list[str]>``)."""
+    label = _typer_argument_type(self, ctx)
+    return None if label is None or "[" in label else label
+
+
+_typer_argument_type = TyperArgument.display_type_rich
+TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
+
 app = typer.Typer(
     name="ecpa",
     help="Produce and verify ECPA 0.1 signed evidence (RFC 8785 JCS + detached JWS, Ed25519).",
     epilog="Example: ecpa verify evidence.jws --trust trust.json",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )

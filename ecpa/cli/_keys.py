@@ -114,7 +114,10 @@ def _add_entry(path: Path, entry: dict[str, Any]) -> None:
 Subjects = Annotated[
     list[str] | None,
     typer.Option(
-        "--subject", help="A subject the key may speak for (repeatable).", show_default=False
+        "--subject",
+        metavar="SUBJECT",
+        help="A subject the key may speak for (repeatable; default: host-runtime).",
+        show_default=False,
     ),
 ]
 NotBefore = Annotated[

@@ -96,6 +96,7 @@ def run_command(
         float,
         typer.Option(
             min=0.0,
+            metavar="S",
             help="Seconds between the tree's first signal (or the command's exit) and SIGKILL.",
         ),
     ] = 10.0,

@@ -9,6 +9,7 @@ test_cli_keys.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -429,3 +430,55 @@ def test_an_ok_line_shows_each_value_as_it_is() -> None:
     assert line == (
         'OK log.jsonl:3 issuer="a challenge_nonce=b" kid="k=challenge_nonce=" subject=s nonce=n'
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["verify"],
+        ["inspect"],
+        ["sign"],
+        ["keygen"],
+        ["trust", "add"],
+        ["trust", "disable"],
+        ["corpus", "check"],
+        ["corpus", "generate"],
+        ["run"],
+        ["status"],
+        ["ship"],
+        ["launches"],
+        ["serve"],
+        ["audit"],
+        ["demo"],
+    ],
+    ids=" ".join,
+)
+def test_help_shows_no_python_types(command: list[str]) -> None:
+    """`ecpa run --help` showed `COMMAND <list[str]>`, `--grace <float range>`."""
+    result = RUNNER.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "list[" not in result.stdout
+    assert " range>" not in result.stdout
+
+
+def test_shell_completion_is_on() -> None:
+    """typer's completion was switched off."""
+    out = subprocess.run(
+        [str(SCRIPT), "--show-completion", "bash"], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert "_ecpa_completion" in out.stdout
+    assert "_ECPA_COMPLETE" in out.stdout
+    completed = subprocess.run(
+        [str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            **os.environ,
+            "_ECPA_COMPLETE": "complete_bash",
+            "COMP_WORDS": "ecpa ser",
+            "COMP_CWORD": "1",
+        },
+    )
+    assert "serve" in completed.stdout.split()
