@@ -404,7 +404,14 @@ TEST_ROOMS: dict[str, str] = {
 
 #: The only tests at the top of ``tests/``: those about the whole project.
 WHOLE_PROJECT_TESTS = frozenset(
-    {"test_layout.py", "test_docs.py", "test_bench.py", "test_files.py", "test_schemas.py"}
+    {
+        "test_layout.py",
+        "test_docs.py",
+        "test_bench.py",
+        "test_files.py",
+        "test_schemas.py",
+        "test_deploy.py",
+    }
 )
 
 
