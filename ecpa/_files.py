@@ -27,6 +27,7 @@ __all__ = [
     "open_regular",
     "read_bounded",
     "read_input",
+    "safe_target",
     "write_file",
     "write_generated",
 ]
@@ -53,12 +54,60 @@ def describe_mode(mode: int) -> str:
     return f"a file of mode {stat.filemode(mode)}"
 
 
+def safe_target(name: str, code: ErrorCode) -> str:
+    """Where the symlink ``name`` leads, if following it is safe (ssh's StrictModes, judged
+    on the path, not the link): the link's own directories and every component of the
+    path it resolves to (each directory and the target) are owned by root or this user and
+    not writable by group or others (a sticky directory such as ``/tmp`` may be: its
+    entries on the path are root's or ours all the same). A Kubernetes ConfigMap or Secret
+    mount (``trust.json -> ..data/trust.json``, in a root-owned read-only directory) passes;
+    a link in, or into, a directory others may write does not.
+
+    Raises:
+        EcpaError: ``code`` naming the component that failed, its owner and its mode.
+    """
+    me = os.geteuid()
+    real = os.path.realpath(name)
+    parts: list[str] = []
+    for start in (os.path.dirname(os.path.abspath(name)), real):
+        current = start
+        while current not in parts:
+            parts.append(current)
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+    for part in parts:
+        try:
+            st = os.stat(part)
+        except OSError as exc:
+            raise EcpaError(
+                code, f"expected {part} (on the path of the symlink {name}), found: {exc.strerror}"
+            ) from None
+        mode = stat.S_IMODE(st.st_mode)
+        sticky = stat.S_ISDIR(st.st_mode) and mode & stat.S_ISVTX
+        if st.st_uid not in (0, me) or (mode & 0o022 and not sticky):
+            raise EcpaError(
+                code,
+                f"expected the symlink {name} to lead only through files and directories "
+                f"owned by root or uid {me} and not writable by group or others (not "
+                f"followed), found {part} with uid {st.st_uid} and mode {mode:04o}",
+            )
+    return real
+
+
 def open_regular(
-    path: str | os.PathLike[str], code: ErrorCode, *, dir_fd: int | None = None
+    path: str | os.PathLike[str],
+    code: ErrorCode,
+    *,
+    dir_fd: int | None = None,
+    follow: bool = False,
 ) -> BinaryIO:
     """``path`` opened for reading, if it is a regular file and not a symlink. With
     ``dir_fd``, the file named ``path``'s last part in the directory open as ``dir_fd``,
-    wherever that directory is now (``path`` then names it in messages).
+    wherever that directory is now (``path`` then names it in messages). With ``follow``
+    (an input the user names: a key, a trust store, evidence), a symlink is followed when
+    :func:`safe_target` says it is safe.
 
     Raises:
         EcpaError: ``code``, naming the path and what was found (missing, a symlink, a FIFO,
@@ -67,6 +116,12 @@ def open_regular(
     name = os.fspath(path)
     if "\0" in str(name):
         raise EcpaError(code, f"expected a file name without NUL bytes, found {name!r}")
+    if follow and dir_fd is None and os.path.islink(name):
+        real = safe_target(str(name), code)
+        try:
+            return open_regular(real, code)
+        except EcpaError as exc:
+            raise EcpaError(code, f"{exc.detail} (through the symlink {name})") from None
     try:
         fd = os.open(Path(name).name if dir_fd is not None else name, _READ_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
@@ -158,11 +213,13 @@ def _check_up(
         current = parent
 
 
-def read_bounded(path: Path, limit: int, code: ErrorCode, *, dir_fd: int | None = None) -> bytes:
+def read_bounded(
+    path: Path, limit: int, code: ErrorCode, *, dir_fd: int | None = None, follow: bool = False
+) -> bytes:
     """The whole regular file at ``path`` (see :func:`open_regular`, ``dir_fd`` as there) if
     it holds at most ``limit`` bytes; else ``EcpaError(code)`` naming what was expected and
     found. Never reads more than ``limit + 1`` bytes."""
-    with open_regular(path, code, dir_fd=dir_fd) as fh:
+    with open_regular(path, code, dir_fd=dir_fd, follow=follow) as fh:
         try:
             data = fh.read(limit + 1)
         except OSError as exc:
@@ -181,7 +238,7 @@ def read_input(path: Path) -> bytes:
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` naming what was expected and found.
     """
-    return read_bounded(path, MAX_INPUT_BYTES, ErrorCode.INVALID_INPUT)
+    return read_bounded(path, MAX_INPUT_BYTES, ErrorCode.INVALID_INPUT, follow=True)
 
 
 def write_generated(directory: Path, files: dict[str, str]) -> list[Path]:

@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from ecpa._files import read_bounded, write_file
 from ecpa._text import iso_utc, json_line, safe, show
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage
 from ecpa.cli._verify import load_trust
-from ecpa.errors import ErrorCode, invalid_input
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
     audit_launch_dir,
     audit_store,
-    check_receipt,
+    check_receipt_files,
     is_postgres_dsn,
     plot_audit,
     report_bytes,
-    sign_receipt,
+    report_lines,
+    write_receipt,
 )
 
 __all__ = ["AUDIT_EXAMPLES", "audit_command"]
@@ -50,41 +48,9 @@ Exit status: 0 audited (exercised or not; with --check: the receipt holds), 1 --
 the receipt or the report wrong, 2 usage error or unreadable launch, 3 internal error.
 """
 
-_MAX_REPORT = 64 << 20
-
-
-def _text(report: dict[str, Any]) -> list[str]:
-    window = report["window"]
-    lines = [
-        f"launch {report['launch_id']}: exercised: {'true' if report['exercised'] else 'false'} "
-        f"({report['exercised_detail']})",
-        f"window: {iso_utc(window['from'])} to {iso_utc(window['to'])} "
-        f"({window['to'] - window['from']} s; {window['from']} to {window['to']})",
-        f"effective: {report['effective_s']} s ({100 * report['effective_fraction']:.1f}%), "
-        f"intervals {report['effective_intervals']}",
-        f"startup_s: {report['startup_s']}; selections {report['selections']:,}, "
-        f"abstentions {report['abstentions']:,}, failures {report['failures']:,}, "
-        f"changed {report['changed']:,}",
-    ]
-    if report["ended_how"]:
-        lines.append(f"ended: {report['ended_how']}")
-    for slot in report["slots"]:
-        lines.append(
-            f"slot {slot['slot']}: effective {slot['effective_s']} s "
-            f"({100 * slot['effective_fraction']:.1f}%), intervals {slot['effective_intervals']}, "
-            f"selections {slot['selections']:,}"
-        )
-        for gap in slot["gaps"]:
-            lines.append(f"  gap {gap['from']} to {gap['to']} ({gap['seconds']} s): {gap['cause']}")
-    return [safe(line) for line in lines]
-
 
 def _check(report_file: Path, receipt: Path, trust: Path | None, launch: Path | None) -> None:
-    report = read_bounded(report_file, _MAX_REPORT, ErrorCode.INVALID_INPUT)
-    payload_file = receipt.with_suffix(".json")
-    payload = read_bounded(payload_file, 1 << 20, ErrorCode.INVALID_INPUT)
-    jws = read_bounded(receipt, 1 << 20, ErrorCode.INVALID_INPUT).decode("ascii", "replace")
-    checked = check_receipt(report, payload, jws.strip(), load_trust(trust))
+    checked, report, doc = check_receipt_files(report_file, receipt, load_trust(trust))
     st = checked.statement
     typer.echo(
         f"receipt OK: signed by {safe(st.issuer)} ({safe(st.kid)}) for launch "
@@ -94,19 +60,8 @@ def _check(report_file: Path, receipt: Path, trust: Path | None, launch: Path | 
     if launch is None:
         typer.echo("report not derived again (no --launch DIR given)")
         return
-    try:
-        doc = json.loads(report)
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict):
-        raise invalid_input(f"expected an audit report in {report_file}, found no JSON object")
-    span, until = doc.get("window"), doc.get("judged_until")
-    if not isinstance(span, dict) or type(until) is not int:
-        raise invalid_input(f"expected an audit report in {report_file}, found another object")
-    window = (span.get("from"), span.get("to"))
-    if not all(type(x) is int for x in window):
-        raise invalid_input(f"expected an audit report in {report_file}, found another object")
-    again = audit_launch_dir(launch, now=until, window=window)
+    window = (doc["window"]["from"], doc["window"]["to"])
+    again = audit_launch_dir(launch, now=doc["judged_until"], window=window)
     if report_bytes(again.report) != report:
         typer.echo(f"FAIL: the report derived again from {show(launch)} differs from it")
         raise typer.Exit(EXIT_INVALID)
@@ -199,18 +154,7 @@ def audit_command(
         audit = audit_store(db, launch_id, now=now, window=(start, end))
     report = audit.report
     if key is not None and out is not None and issuer and kid:
-        data = report_bytes(report)
-        signed = sign_receipt(report, data, key, issuer=issuer, kid=kid, now=when)
-        files = {
-            Path(f"{out}.report.json"): data,
-            Path(f"{out}.json"): signed.payload,
-            Path(f"{out}.jws"): signed.detached_jws.encode("ascii") + b"\n",
-        }
-        for path in files:
-            if path.exists() or path.is_symlink():
-                raise fail_usage(f"expected {path} not to exist, found it")
-        for path, content in files.items():  # each whole or not at all, never over another
-            write_file(path, content, mode=0o644, replace=False)
+        write_receipt(out, report, key, issuer=issuer, kid=kid, now=when)
     if plot is not None:
         try:
             plot_audit(report, audit.processes, plot)
@@ -219,7 +163,7 @@ def audit_command(
     if as_json:
         typer.echo(json_line(report))
     else:
-        for line in _text(report):
+        for line in report_lines(report):
             typer.echo(line)
         if key is not None:
             typer.echo(f"receipt: wrote {show(out)}.report.json, {show(out)}.json, {show(out)}.jws")

@@ -144,15 +144,7 @@ def run_command(
         chosen, evidence_dir, now=int(time.time()), environ=os.environ, launch_id=launch_id
     )
     if as_json:
-        record = {
-            "launch_id": launch.launch_id,
-            "directory": str(launch.directory),
-            "plan_id": chosen.plan_id,
-            "plugin_id": chosen.plugin_id,
-            "slots": [slot.name for slot in chosen.slots],
-            "supervisor_pid": os.getpid(),
-        }
-        typer.echo(json_line(record), err=True)
+        typer.echo(json_line(launch.record()), err=True)
     else:
         typer.echo(
             f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -85,41 +84,19 @@ def serve_command(
         raise fail_usage("expected --evidence-dir DIR or --db DSN (or ECPA_DB), or both")
     if db is not None and not is_postgres_dsn(db):
         raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
-    if not 1 <= limit <= 1000:
-        raise fail_usage(f"expected --limit within [1, 1000], found {limit}")
-    if not (math.isfinite(interval) and 0.2 <= interval <= 3600):
-        raise fail_usage(f"expected --interval within [0.2, 3600] seconds, found {interval}")
-    stale = max(10.0, 3 * interval) if stale_after is None else stale_after
-    if not (math.isfinite(stale) and interval < stale <= 86400):
-        raise fail_usage(
-            f"expected --stale-after within ({interval}, 86400] seconds, found {stale}"
-        )
-    if not (math.isfinite(retention) and 0 <= retention <= 366 * 86400):
-        raise fail_usage(f"expected --retention within [0, 31622400] seconds, found {retention}")
-    for directory in dirs:
-        if not directory.is_dir():
-            raise fail_usage(f"expected an evidence directory at {directory}, found none")
     try:
         from ecpa.serve.board import Sources
-        from ecpa.serve.server import ServeOptions, is_loopback, parse_listen, read_token, serve
+        from ecpa.serve.server import serve, serve_options
     except ImportError as exc:
         raise fail_usage(
             f"ecpa serve needs the serve extra (pip install 'ecpa[serve]'): {exc}"
         ) from None
-    address = parse_listen(listen)
-    if token_file is None and not is_loopback(address.host):
-        raise fail_usage(
-            f"expected --token-file FILE to listen on {address.host}, beyond loopback "
-            "(without a token, listen on 127.0.0.1 or ::1)"
-        )
-    token = None if token_file is None else read_token(token_file)
-    options = ServeOptions(
+    options = serve_options(
         Sources(tuple(dirs), db, limit),
-        address,
-        token,
+        listen=listen,
+        token_file=token_file,
         interval=interval,
-        stale_after=stale,
-        adaptive=stale_after is None,
+        stale_after=stale_after,
         retention_s=retention,
     )
     serve(options, say=lambda line: typer.echo(line, err=True))

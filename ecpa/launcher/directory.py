@@ -49,6 +49,18 @@ class Launch:
     #: The directory's device and inode as made: what :func:`open_launch_dir` checks.
     inode: tuple[int, int] = (0, 0)
 
+    def record(self) -> dict[str, Any]:
+        """The launch as ``ecpa run --json`` says it (docs/cli.md, "ecpa run")."""
+        return {
+            "launch_id": self.launch_id,
+            "directory": str(self.directory),
+            "plan_id": self.plan.plan_id,
+            "plugin_id": self.plan.plugin_id,
+            "slots": [slot.name for slot in self.plan.slots],
+            "started_at": self.started_at,
+            "supervisor_pid": self.supervisor.pid,
+        }
+
     @property
     def launch_file(self) -> Path:
         """``launch.json``: what the launch's evidence must be bound to."""

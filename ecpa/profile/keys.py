@@ -243,7 +243,7 @@ class SigningKey:
             EcpaError: ``ECPA_INVALID_KEY`` when the file cannot be read or parsed.
         """
         path = Path(path)
-        data = read_bounded(path, MAX_KEY_FILE_BYTES, ErrorCode.INVALID_KEY)
+        data = read_bounded(path, MAX_KEY_FILE_BYTES, ErrorCode.INVALID_KEY, follow=True)
         if path.suffix == ".jwk":
             return cls.from_jwk(_load_jwk(data, path))
         return cls.from_pem(data, password)

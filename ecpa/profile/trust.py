@@ -206,7 +206,13 @@ def read_document(path: str | Path, *, dir_fd: int | None = None) -> dict[str, A
         EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable file or bad JSON.
     """
     path = Path(path)
-    data = read_bounded(path, MAX_TRUST_STORE_BYTES, ErrorCode.TRUST_STORE_CONFIG, dir_fd=dir_fd)
+    data = read_bounded(
+        path,
+        MAX_TRUST_STORE_BYTES,
+        ErrorCode.TRUST_STORE_CONFIG,
+        dir_fd=dir_fd,
+        follow=dir_fd is None,  # a store the user names; a launch's own is never a link
+    )
     try:
         return parse_object(data, what=str(path))
     except EcpaError as exc:

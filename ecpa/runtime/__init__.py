@@ -34,8 +34,10 @@ if TYPE_CHECKING:
     from ecpa.runtime.host.launches import list_launches as list_launches
     from ecpa.runtime.host.receipt import RECEIPT_SUBJECT as RECEIPT_SUBJECT
     from ecpa.runtime.host.receipt import check_receipt as check_receipt
+    from ecpa.runtime.host.receipt import check_receipt_files as check_receipt_files
     from ecpa.runtime.host.receipt import report_digest as report_digest
     from ecpa.runtime.host.receipt import sign_receipt as sign_receipt
+    from ecpa.runtime.host.receipt import write_receipt as write_receipt
     from ecpa.runtime.host.ship import ShipReport as ShipReport
     from ecpa.runtime.host.ship import ship_launch as ship_launch
     from ecpa.runtime.host.status import status_from_files as status_from_files
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from ecpa.runtime.judge import history as history
     from ecpa.runtime.judge.audit import AUDIT_SCHEMA as AUDIT_SCHEMA
     from ecpa.runtime.judge.audit import report_bytes as report_bytes
+    from ecpa.runtime.judge.audit import report_lines as report_lines
     from ecpa.runtime.judge.verdict import RuntimeStatus as RuntimeStatus
     from ecpa.runtime.judge.verdict import SlotStatus as SlotStatus
     from ecpa.runtime.model.counters import COUNTERS_SCHEMA as COUNTERS_SCHEMA
@@ -111,6 +114,9 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "plot_audit": ("ecpa.runtime.host.audit_plot", "plot_audit"),
     "RECEIPT_SUBJECT": ("ecpa.runtime.host.receipt", "RECEIPT_SUBJECT"),
     "check_receipt": ("ecpa.runtime.host.receipt", "check_receipt"),
+    "check_receipt_files": ("ecpa.runtime.host.receipt", "check_receipt_files"),
+    "write_receipt": ("ecpa.runtime.host.receipt", "write_receipt"),
+    "report_lines": ("ecpa.runtime.judge.audit", "report_lines"),
     "report_digest": ("ecpa.runtime.host.receipt", "report_digest"),
     "sign_receipt": ("ecpa.runtime.host.receipt", "sign_receipt"),
     "BINDING_ENV_NAMES": ("ecpa.runtime.model.process", "BINDING_ENV_NAMES"),

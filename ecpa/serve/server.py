@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import math
 import os
 import signal
 import socket
@@ -23,7 +24,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ecpa._files import read_bounded
+from ecpa._files import read_bounded, safe_target
 from ecpa.errors import ErrorCode, invalid_input
 from ecpa.serve.app import create_app, prerender
 from ecpa.serve.board import Board, Sources
@@ -38,6 +39,7 @@ __all__ = [
     "parse_listen",
     "read_token",
     "serve",
+    "serve_options",
     "uvicorn_config",
 ]
 
@@ -85,20 +87,31 @@ def is_loopback(host: str) -> bool:
 
 
 def read_token(path: Path) -> bytes:
-    """The bearer token in ``path``: a regular file (no symlink) of this user that neither
-    group nor others may read, holding one printable token of at least 16 characters (a
-    final newline is dropped).
+    """The bearer token in ``path``: a regular file of this user that neither group nor
+    others may read (or root's, readable by a group of ours and nobody else: a Kubernetes
+    Secret mounted with ``fsGroup``), reached through no symlink that
+    :func:`~ecpa._files.safe_target` refuses, holding one printable token of at least 16
+    characters (a final newline is dropped).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` naming the file and what was wrong (never the token).
     """
-    data = read_bounded(path, _MAX_TOKEN_FILE, ErrorCode.INVALID_INPUT)
-    st = os.stat(path, follow_symlinks=False)
+    data = read_bounded(path, _MAX_TOKEN_FILE, ErrorCode.INVALID_INPUT, follow=True)
+    real = safe_target(str(path), ErrorCode.INVALID_INPUT) if path.is_symlink() else str(path)
+    st = os.stat(real)
     mode = stat.S_IMODE(st.st_mode)
-    if st.st_uid != os.geteuid() or mode & 0o077:
+    mine = st.st_uid == os.geteuid() and not mode & 0o077
+    # A Kubernetes Secret: root's, readable by the pod's fsGroup (one of ours), by no other.
+    secret = (
+        st.st_uid == 0 != os.geteuid()
+        and st.st_gid in {os.getegid(), *os.getgroups()}
+        and not mode & 0o037
+    )
+    if not (mine or secret):
         raise invalid_input(
-            f"expected token file {path} owned by uid {os.geteuid()} with mode 0600, "
-            f"found uid {st.st_uid} and mode {mode:04o}"
+            f"expected token file {path} owned by uid {os.geteuid()} with mode 0600 (or "
+            "root's, readable only by a group of ours: a Kubernetes Secret), found uid "
+            f"{st.st_uid}, gid {st.st_gid} and mode {mode:04o}"
         )
     token = data.rstrip(b"\r\n")
     if len(token) < _MIN_TOKEN or not all(0x21 <= b <= 0x7E for b in token):
@@ -121,6 +134,55 @@ class ServeOptions:
     adaptive: bool = False
     #: Largest concurrent connections; more get 503 at once.
     max_connections: int = 64
+
+
+def serve_options(
+    sources: Sources,
+    *,
+    listen: str,
+    token_file: Path | None,
+    interval: float,
+    stale_after: float | None,
+    retention_s: float,
+) -> ServeOptions:
+    """The options of ``ecpa serve``, checked (docs/serve.md): ``stale_after`` None is the
+    adaptive default; beyond loopback a token file is required.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming the option, what was expected and found.
+    """
+    if not 1 <= sources.limit <= 1000:
+        raise invalid_input(f"expected --limit within [1, 1000], found {sources.limit}")
+    for directory in sources.evidence_dirs:
+        if not directory.is_dir():
+            raise invalid_input(f"expected an evidence directory at {directory}, found none")
+    if not (math.isfinite(interval) and 0.2 <= interval <= 3600):
+        raise invalid_input(f"expected --interval within [0.2, 3600] seconds, found {interval}")
+    stale = max(10.0, 3 * interval) if stale_after is None else stale_after
+    if not (math.isfinite(stale) and interval < stale <= 86400):
+        raise invalid_input(
+            f"expected --stale-after within ({interval}, 86400] seconds, found {stale}"
+        )
+    if not (math.isfinite(retention_s) and 0 <= retention_s <= 366 * 86400):
+        raise invalid_input(
+            f"expected --retention within [0, 31622400] seconds, found {retention_s}"
+        )
+    address = parse_listen(listen)
+    if token_file is None and not is_loopback(address.host):
+        raise invalid_input(
+            f"expected --token-file FILE to listen on {address.host}, beyond loopback "
+            "(without a token, listen on 127.0.0.1 or ::1)"
+        )
+    token = None if token_file is None else read_token(token_file)
+    return ServeOptions(
+        sources,
+        address,
+        token,
+        interval=interval,
+        stale_after=stale,
+        retention_s=retention_s,
+        adaptive=stale_after is None,
+    )
 
 
 def bind(listen: Listen) -> socket.socket:

@@ -94,7 +94,7 @@ def open_log(spec: str) -> BinaryIO:
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` when it cannot be opened (exit 2).
     """
-    return open_regular(spec, ErrorCode.INVALID_INPUT)
+    return open_regular(spec, ErrorCode.INVALID_INPUT, follow=True)
 
 
 def _log_items(name: str, stream: BinaryIO, warn: Callable[[str], None]) -> Iterator[Item]:

@@ -37,8 +37,8 @@ def test_beyond_loopback_without_a_token_exits_2(runs: Path, host: str) -> None:
 @pytest.mark.parametrize(
     ("text", "mode", "expected"),
     [
-        (TOKEN, 0o644, "mode 0600, found uid"),
-        (TOKEN, 0o640, "mode 0600, found uid"),
+        (TOKEN, 0o644, "with mode 0600 (or root"),
+        (TOKEN, 0o640, "with mode 0600 (or root"),
         ("short", 0o600, "at least 16 printable"),
         ("has a space in it, sixteen+", 0o600, "at least 16 printable"),
         ("", 0o600, "at least 16 printable"),
@@ -54,17 +54,37 @@ def test_a_bad_token_file_exits_2_without_saying_the_token(
     assert (text or "\0") not in out.err
 
 
-def test_a_symlinked_or_missing_token_file_exits_2(runs: Path, tmp_path: Path) -> None:
-    real = token_file(tmp_path)
+def test_a_symlink_others_could_redirect_or_a_missing_token_file_exits_2(
+    runs: Path, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone may replace what is here (not sticky)
+    real = token_file(shared)
     link = tmp_path / "link"
     link.symlink_to(real)
     out = ecpa_main("serve", "--evidence-dir", runs, "--listen", "0.0.0.0:0", "--token-file", link)
     assert out.status == 2
     assert "symlink" in out.err
+    assert f"found {shared} with uid" in out.err
     out = ecpa_main(
         "serve", "--evidence-dir", runs, "--token-file", tmp_path / "none", "--listen", "0.0.0.0:0"
     )
     assert out.status == 2
+
+
+def test_a_kubernetes_secret_mount_is_read(tmp_path: Path) -> None:
+    """A Secret or ConfigMap volume: token -> ..data/token, ..data -> ..2026_.../, in a
+    directory of root's (the test's user here) that others may not write."""
+    from ecpa.serve.server import read_token
+
+    mount = tmp_path / "secret"
+    (mount / "..2026_12_02_10_00_00.123").mkdir(parents=True)
+    (mount / "..2026_12_02_10_00_00.123" / "token").write_text(TOKEN + "\n")
+    (mount / "..2026_12_02_10_00_00.123" / "token").chmod(0o600)
+    (mount / "..data").symlink_to("..2026_12_02_10_00_00.123")
+    (mount / "token").symlink_to("..data/token")
+    assert read_token(mount / "token") == TOKEN.encode()
 
 
 @pytest.mark.parametrize(

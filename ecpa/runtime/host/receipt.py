@@ -14,15 +14,18 @@ import json
 import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa._files import read_bounded, write_file
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.sign import Signed, sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Statement
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import verify
 from ecpa.runtime.host.audit import issued_at_of
+from ecpa.runtime.judge.audit import report_bytes
 
 __all__ = [
     "RECEIPT_EVENT",
@@ -30,9 +33,14 @@ __all__ = [
     "RECEIPT_SUBJECT",
     "CheckedReceipt",
     "check_receipt",
+    "check_receipt_files",
     "report_digest",
     "sign_receipt",
+    "write_receipt",
 ]
+
+#: The largest report read back (a report of a long launch of many slots).
+MAX_REPORT_BYTES = 64 << 20
 
 RECEIPT_SUBJECT = "launch-audit"
 RECEIPT_OBLIGATION = "runtime-effective"
@@ -141,3 +149,63 @@ def check_receipt(
             f"expected the report to hash to the receipt's {st.evidence_digest}, found {digest}",
         )
     return CheckedReceipt(st, st.issued_at)
+
+
+def write_receipt(
+    prefix: Path, report: dict[str, Any], key: SigningKey, *, issuer: str, kid: str, now: int
+) -> list[Path]:
+    """Write ``PREFIX.report.json`` (the report's RFC 8785 bytes), ``PREFIX.json`` and
+    ``PREFIX.jws`` (the signed receipt), each whole or not at all, none over a file that
+    exists; return their paths.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming a file that exists (nothing is written).
+    """
+    data = report_bytes(report)
+    signed = sign_receipt(report, data, key, issuer=issuer, kid=kid, now=now)
+    files = {
+        Path(f"{prefix}.report.json"): data,
+        Path(f"{prefix}.json"): signed.payload,
+        Path(f"{prefix}.jws"): signed.detached_jws.encode("ascii") + b"\n",
+    }
+    for path in files:
+        if path.exists() or path.is_symlink():
+            raise invalid_input(f"expected {path} not to exist, found it")
+    for path, content in files.items():
+        write_file(path, content, mode=0o644, replace=False)
+    return list(files)
+
+
+def check_receipt_files(
+    report_file: Path, receipt: Path, trust: TrustStore
+) -> tuple[CheckedReceipt, bytes, dict[str, Any]]:
+    """:func:`check_receipt` of the files ``report_file`` and ``receipt`` (``PREFIX.jws``,
+    its payload ``PREFIX.json`` beside it); the receipt, the report's bytes and the report's
+    document (its ``window`` and ``judged_until`` checked to be there, for a new derivation).
+
+    Raises:
+        EcpaError: as :func:`check_receipt`; ``ECPA_INVALID_INPUT`` for an unreadable file
+            or a report that is no audit report.
+    """
+    report = read_bounded(report_file, MAX_REPORT_BYTES, ErrorCode.INVALID_INPUT, follow=True)
+    payload = read_bounded(
+        receipt.with_suffix(".json"), 1 << 20, ErrorCode.INVALID_INPUT, follow=True
+    )
+    jws = read_bounded(receipt, 1 << 20, ErrorCode.INVALID_INPUT, follow=True)
+    checked = check_receipt(report, payload, jws.decode("ascii", "replace").strip(), trust)
+    try:
+        doc = json.loads(report)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not _is_report(doc):
+        raise invalid_input(f"expected an audit report in {report_file}, found another object")
+    return checked, report, doc
+
+
+def _is_report(doc: dict[str, Any]) -> bool:
+    span = doc.get("window")
+    return (
+        isinstance(span, dict)
+        and type(doc.get("judged_until")) is int
+        and all(type(span.get(k)) is int for k in ("from", "to"))
+    )

@@ -256,7 +256,7 @@ def status_from_launch_dir(
     if ended is None:
         return status
     text = ended
-    if files.ended_at is not None and files.ended_at < asked:
+    if files.ended_at is not None and files.ended_at <= asked:
         text += (
             f" ({iso_utc(files.ended_at)}, {asked - files.ended_at} s ago); its evidence below "
             f"is judged as of that end; when it was effective: ecpa audit --launch {directory}"

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ecpa._text import iso_utc, safe
 from ecpa.profile.jcs import canonicalize
 from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.timeline import Moment, ProcessRecords, Span, intervals, timeline
 from ecpa.runtime.model.launch import ExpectedLaunch
 
-__all__ = ["AUDIT_SCHEMA", "LaunchLife", "audit_report", "report_bytes"]
+__all__ = ["AUDIT_SCHEMA", "LaunchLife", "audit_report", "report_bytes", "report_lines"]
 
 AUDIT_SCHEMA = "ecpa-audit-report/0.1"
 _COUNTS = ("calls", "selections", "abstentions", "failures", "changed")
@@ -262,3 +263,33 @@ def _exercised(spans: list[Span], start: int, end: int, selections: int) -> tupl
 def report_bytes(report: dict[str, Any]) -> bytes:
     """The report as it is written and signed: its RFC 8785 form."""
     return canonicalize(report)
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """The report as ``ecpa audit`` prints it: the verdict, the window (ISO 8601 UTC and
+    Unix seconds), the launch's intervals and decisions, then each slot and its gaps."""
+    window = report["window"]
+    lines = [
+        f"launch {report['launch_id']}: exercised: {'true' if report['exercised'] else 'false'} "
+        f"({report['exercised_detail']})",
+        f"window: {iso_utc(window['from'])} to {iso_utc(window['to'])} "
+        f"({window['to'] - window['from']} s; {window['from']} to {window['to']})",
+        f"effective: {report['effective_s']} s ({100 * report['effective_fraction']:.1f}%), "
+        f"intervals {report['effective_intervals']}",
+        f"startup_s: {report['startup_s']}; selections {report['selections']:,}, "
+        f"abstentions {report['abstentions']:,}, failures {report['failures']:,}, "
+        f"changed {report['changed']:,}",
+    ]
+    if report["ended_how"]:
+        lines.append(f"ended: {report['ended_how']}")
+    for slot in report["slots"]:
+        lines.append(
+            f"slot {slot['slot']}: effective {slot['effective_s']} s "
+            f"({100 * slot['effective_fraction']:.1f}%), intervals {slot['effective_intervals']}, "
+            f"selections {slot['selections']:,}"
+        )
+        lines.extend(
+            f"  gap {gap['from']} to {gap['to']} ({gap['seconds']} s): {gap['cause']}"
+            for gap in slot["gaps"]
+        )
+    return [safe(line) for line in lines]
