@@ -68,3 +68,72 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
         write_file(tmp_path / "dir", b"x")  # renaming a file over a directory fails
     assert _leftovers(tmp_path) == []
     assert (tmp_path / "dir").is_dir()
+
+
+# --- inputs through symlinks: ssh's StrictModes, judged on the path ------------------------
+
+
+def configmap_mount(root: Path, name: str, data: bytes) -> Path:
+    """A Kubernetes ConfigMap or Secret volume: NAME -> ..data/NAME, ..data -> ..<time>/."""
+    root.mkdir(mode=0o755)
+    real = root / "..2026_12_02_10_00_00.000000001"
+    real.mkdir(mode=0o755)
+    (real / name).write_bytes(data)
+    (real / name).chmod(0o644)
+    (root / "..data").symlink_to(real.name)
+    (root / name).symlink_to(f"..data/{name}")
+    return root / name
+
+
+def test_a_trust_store_from_a_configmap_is_read(tmp_path: Path) -> None:
+    """It was refused: "a symlink (not followed)"."""
+    import json
+
+    import ecpa
+    from tests._cli_helpers import ecpa_main
+    from tests.support import trust_doc
+
+    doc = trust_doc()
+    link = configmap_mount(tmp_path / "trust", "trust.json", json.dumps(doc).encode())
+    assert len(ecpa.TrustStore.load(link)) == len(doc["keys"])
+    out = ecpa_main("trust", "check", link)
+    assert out.status == 0, out
+
+
+@pytest.mark.parametrize("where", ["link", "target"])
+def test_a_symlink_through_a_directory_others_may_write_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    from ecpa._files import read_bounded
+    from ecpa.errors import EcpaError, ErrorCode
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anyone may swap what is here
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    target_dir, link_dir = (shared, private) if where == "target" else (private, shared)
+    target = target_dir / "key.pem"
+    target.write_bytes(b"x")
+    link = link_dir / "link.pem"
+    link.symlink_to(target)
+    with pytest.raises(EcpaError) as caught:
+        read_bounded(link, 10, ErrorCode.INVALID_KEY, follow=True)
+    assert f"found {shared} with uid" in caught.value.detail
+    assert "not followed" in caught.value.detail
+    # The same link is never followed where the tools read their own files.
+    with pytest.raises(EcpaError):
+        read_bounded(link, 10, ErrorCode.INVALID_KEY)
+
+
+def test_a_symlink_to_a_fifo_or_a_device_is_still_refused(tmp_path: Path) -> None:
+    from ecpa._files import read_bounded
+    from ecpa.errors import EcpaError, ErrorCode
+
+    os.mkfifo(tmp_path / "fifo")
+    for target in (tmp_path / "fifo", Path("/dev/zero")):
+        link = tmp_path / f"link-{target.name}"
+        link.symlink_to(target)
+        with pytest.raises(EcpaError) as caught:
+            read_bounded(link, 10, ErrorCode.INVALID_INPUT, follow=True)
+        assert "symlink" in caught.value.detail  # refused, by kind or by mode
