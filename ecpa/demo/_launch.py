@@ -83,7 +83,17 @@ def _rank_pid(launch_dir: Path, ordinal: int) -> int | None:
 
 def slots_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
     """Two scheduler processes (ranks) in one launch: true with 2/2 slots covered; one rank
-    killed: false, naming its slot; one check per step."""
+    killed: false, naming its slot; after the launch, its audit names the gap; one check
+    per step."""
+    launch_dir = _slots_launch(d, tour, timeout=timeout)
+    if launch_dir is not None:
+        audit = ["audit", "--launch", str(launch_dir)]
+        why = "after the launch: when was it effective? (ecpa audit, from its evidence)"
+        tour.step(audit, 0, "process died (its evidence stopped)", why)
+
+
+def _slots_launch(d: Path, tour: Tour, *, timeout: float) -> Path | None:
+    """The two-rank launch, run and stopped; its directory (None: it did not start)."""
     command = [sys.executable, "-m", "dla_plugin.drive", "--processes", "2", "--seconds", "120"]
     command += ["--step-ms", "1"]
     args = ["run", "--evidence-dir", str(d / "runs2"), "--slots", "scheduler.0,scheduler.1"]
@@ -106,7 +116,7 @@ def slots_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
         match = re.fullmatch(r"ecpa run: launch \S+ in (.+)", first)
         tour.checks.append(match is not None)
         if match is None:
-            return
+            return None
         launch_dir = Path(match.group(1))
         launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
         deadline = time.monotonic() + timeout
@@ -123,12 +133,17 @@ def slots_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
             tour.say(f"\n# kill rank 1 (pid {victim}) with SIGKILL, as a crash would")
             if victim is not None:
                 os.kill(victim, signal.SIGKILL)
+            killed = time.monotonic()
             deadline = time.monotonic() + timeout
             while _quiet_status(tour, launch_dir) == 0 and time.monotonic() < deadline:
                 time.sleep(0.3)
             tour.step(status, 1, "slot scheduler.1: not covered", "withdrawn, naming the slot")
             if served is not None:
                 served.gauges(launch_dir.name, 0, 0)
+            # In hindsight a death shows once its last heartbeat is out of the window (3 s):
+            # rank 0 runs on a little longer, so the audit has a gap to show.
+            time.sleep(max(0.0, killed + 6 - time.monotonic()))
+        return launch_dir
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

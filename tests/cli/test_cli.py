@@ -55,14 +55,14 @@ SCRIPT = Path(sys.executable).parent / "ecpa"
 def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    # 26 steps (the last: the DLA value simulator): 4 of ecpa serve (it listens, its API,
-    # its metrics before and after a rank is killed), 2 (ship, status --db) where PostgreSQL
-    # can be started
+    # 27 steps (the last: the DLA value simulator): 4 of ecpa serve (it listens, its API,
+    # its metrics before and after a rank is killed), 1 of ecpa audit after the launch, 2
+    # (ship, status --db) where PostgreSQL can be started
     counted = re.search(r"(\d+) of (\d+) steps behaved as the profile says", out)
     assert counted, out
     assert counted.group(1) == counted.group(2)
     assert "the serve extra is not installed" not in out  # the dev extra installs it
-    want = 26 - 2 * ("(skipped: " in out)
+    want = 27 - 2 * ("(skipped: " in out)
     assert int(counted.group(2)) == want, out
     for code in (
         "REPLAYED_NONCE",
