@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from ecpa._files import read_input
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
@@ -65,3 +67,9 @@ def db_from_env(db: str | None, *others: object) -> str | None:
     if db is not None or any(other for other in others):
         return db
     return os.environ.get("ECPA_DB") or None
+
+
+EvidenceDirs = Annotated[
+    list[Path] | None,
+    typer.Option(metavar="DIR", help="The --evidence-dir of `ecpa run` (repeatable)."),
+]

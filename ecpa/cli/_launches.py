@@ -3,13 +3,12 @@ with its verdict, one line (or one JSON object) per launch."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ecpa._text import json_line, safe
-from ecpa.cli._common import EXIT_OK, db_from_env, fail_usage
+from ecpa.cli._common import EXIT_OK, EvidenceDirs, db_from_env, fail_usage
 from ecpa.runtime import LaunchSummary, is_postgres_dsn, list_launches
 
 __all__ = ["LAUNCHES_EXAMPLES", "launches_command"]
@@ -44,10 +43,7 @@ def _line(launch: LaunchSummary) -> str:
 
 
 def launches_command(
-    evidence_dir: Annotated[
-        list[Path] | None,
-        typer.Option(metavar="DIR", help="The --evidence-dir of `ecpa run` (repeatable)."),
-    ] = None,
+    evidence_dir: EvidenceDirs = None,
     db: Annotated[
         str | None,
         typer.Option(

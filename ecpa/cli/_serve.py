@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ecpa.cli._common import EXIT_OK, fail_usage
+from ecpa.cli._common import EXIT_OK, EvidenceDirs, fail_usage
 from ecpa.runtime import is_postgres_dsn
 
 __all__ = ["SERVE_EXAMPLES", "serve_command"]
@@ -35,10 +35,7 @@ error. A source that cannot be read (a store that is down) is served as not read
 
 
 def serve_command(
-    evidence_dir: Annotated[
-        list[Path] | None,
-        typer.Option(metavar="DIR", help="The --evidence-dir of `ecpa run` (repeatable)."),
-    ] = None,
+    evidence_dir: EvidenceDirs = None,
     db: Annotated[
         str | None,
         typer.Option(
