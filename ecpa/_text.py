@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-__all__ = ["iso_utc", "json_line", "safe", "show"]
+__all__ = ["iso_utc", "json_line", "safe", "show", "when"]
 
 
 def show(value: Any) -> str:
@@ -41,3 +41,9 @@ def json_line(obj: dict[str, Any]) -> str:
 def iso_utc(epoch: int) -> str:
     """``epoch`` (Unix seconds) as ISO 8601 UTC, ``2026-12-02T09:36:20Z``."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def when(epoch: int | None) -> str:
+    """``epoch`` for a person and a program at once: ``1796200846 (2026-12-02T08:40:46Z)``;
+    ``-`` when unknown."""
+    return "-" if epoch is None else f"{epoch} ({iso_utc(epoch)})"

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ecpa._text import json_line, safe
+from ecpa._text import json_line, safe, when
 from ecpa.cli._common import EXIT_OK, EvidenceDirs, db_from_env, fail_usage
 from ecpa.runtime import LaunchSummary, is_postgres_dsn, list_launches
 
@@ -34,7 +34,7 @@ cannot be listed or a store that cannot be used, 3 internal error.
 
 def _line(launch: LaunchSummary) -> str:
     ended = "no" if launch.ended is None else f"yes ({safe(launch.ended)})"
-    started = "-" if launch.started_at is None else str(launch.started_at)
+    started = when(launch.started_at)
     return (
         f"{safe(launch.launch_id)}  runtime_effective: "
         f"{'true' if launch.effective else 'false'}  coverage: {launch.covered}/{launch.slots}"

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ecpa._text import json_line, safe
+from ecpa._text import json_line, safe, when
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, read_json_object
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document, store_binding
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
@@ -127,9 +127,9 @@ def status_command(
     Prints `runtime_effective: true|false`, then one `reason:` line per reason.
     """
     db = db_from_env(db, launch, evidence)
-    when = int(time.time()) if now is None else now
-    if not 0 <= when <= MAX_SAFE_INTEGER:
-        raise fail_usage(f"expected --now within [0, 2**53-1], found {when}")
+    at = int(time.time()) if now is None else now
+    if not 0 <= at <= MAX_SAFE_INTEGER:
+        raise fail_usage(f"expected --now within [0, 2**53-1], found {at}")
     if max_idle is not None and not 0 <= max_idle <= MAX_SAFE_INTEGER:
         raise fail_usage(f"expected --max-idle within [0, 2**53-1] seconds, found {max_idle}")
     if max_abstain is not None and not 1 <= max_abstain <= MAX_SAFE_INTEGER:
@@ -168,7 +168,7 @@ def status_command(
                 raise fail_usage(f"expected a launch directory at {launch}, found none")
             status = status_from_launch_dir(
                 launch,
-                now=when,
+                now=at,
                 replay_db=replay_db,
                 max_idle=max_idle,
                 max_abstain=max_abstain,
@@ -184,7 +184,7 @@ def status_command(
             if max_abstain is not None:
                 expected = replace(expected, max_abstain_s=max_abstain)
             status = status_from_files(
-                evidence, trust, expected, now=when, replay_db=replay_db, max_idle=max_idle
+                evidence, trust, expected, now=at, replay_db=replay_db, max_idle=max_idle
             )
     if history.STOP.is_set():
         raise KeyboardInterrupt("interrupted: the history walked so far is saved")
@@ -193,7 +193,7 @@ def status_command(
     else:
         typer.echo(f"runtime_effective: {'true' if status.effective else 'false'}")
         covered = sum(s.covered for s in status.slots)
-        typer.echo(f"now: {status.now}  coverage: {covered}/{len(status.slots)} slots")
+        typer.echo(f"now: {when(status.now)}  coverage: {covered}/{len(status.slots)} slots")
         for reason in status.reasons:
             typer.echo(f"reason: {safe(reason.text)}")
     raise typer.Exit(EXIT_OK if status.effective else EXIT_INVALID)

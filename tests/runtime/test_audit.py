@@ -298,3 +298,14 @@ def test_verify_at_issue_refuses_a_replay_fence(tmp_path: Path) -> None:
     )
     assert out.status == 2
     assert "expected --at-issue without --replay-db" in out.err
+
+
+def test_status_text_says_its_time_in_iso_8601_beside_epoch_seconds(tmp_path: Path) -> None:
+    """Times in text output were raw epoch seconds (`now=1796181697`)."""
+    import re
+
+    written = ended_launch(tmp_path)
+    out = ecpa_main("status", "--launch", written.directory)
+    assert re.fullmatch(
+        r"now: \d+ \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)  coverage: 0/2 slots", out.lines[1]
+    ), out.lines[:2]

@@ -18,6 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ecpa
+from ecpa._text import when
 from ecpa.profile.b64 import b64u_encode
 from ecpa.runtime.host.status import status_from_files, status_from_launch_dir
 from ecpa.runtime.judge.derive import RuntimeStatus, derive
@@ -446,7 +447,7 @@ def test_cli_launch_dir(tmp_path: Path) -> None:
         result = ecpa_main("status", "--launch", launch, "--now", NOW)
         assert result.status == 0, result.out + result.err
         assert result.lines[0] == "runtime_effective: true"
-        assert result.lines[1] == f"now: {NOW}  coverage: 1/1 slots"  # the derivation time
+        assert result.lines[1] == f"now: {when(NOW)}  coverage: 1/1 slots"  # the derivation time
         assert all(line.startswith("reason: ") for line in result.lines[2:])
         assert any("0.1 launch" in line for line in result.lines)  # what it could not check
         result = ecpa_main("status", "--launch", launch, "--now", NOW + 100, "--json")
