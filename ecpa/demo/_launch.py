@@ -10,8 +10,6 @@ The driver runs as a child process: ecpa never imports dla_plugin.
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -20,10 +18,12 @@ from pathlib import Path
 
 from ecpa.demo._hosts import hosts_steps
 from ecpa.demo._serve import serving
-from ecpa.demo._tour import Tour
-from ecpa.launcher.run import BINDING_NAMES
+from ecpa.demo._tour import Tour, first_line, spawn_ecpa
 
 __all__ = ["launch_loop", "slots_loop"]
+
+#: The first line of ``ecpa run``, naming the launch directory.
+_LAUNCHED = r"ecpa run: launch \S+ in (.+)$"
 
 
 def _quiet_status(tour: Tour, launch_dir: Path) -> int:
@@ -36,24 +36,10 @@ def launch_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
     command = [sys.executable, "-m", "dla_plugin.drive", "--seconds", "120", "--step-ms", "1"]
     args = ["run", "--evidence-dir", str(d / "runs"), "--grace", "5", "--", *command]
     tour.say("\n# launch the DLA driver (a scheduler with the plugin inside) under ecpa run")
-    tour.say("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
-    env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
-    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
-        [sys.executable, "-m", "ecpa", *args],
-        env=env,
-        cwd=d,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_ecpa(args, cwd=d, tour=tour)
     try:
-        assert proc.stderr is not None
-        first = proc.stderr.readline().rstrip("\n")
-        tour.say(first)
-        match = re.fullmatch(r"ecpa run: launch \S+ in (.+)", first)
-        tour.checks.append(match is not None)
+        match = first_line(proc, _LAUNCHED, tour)
         if match is None:
-            tour.say("!! expected 'ecpa run: launch ID in DIR'")
             return
         launch_dir = Path(match.group(1))
         launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
@@ -65,7 +51,7 @@ def launch_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=timeout)
         tour.say("\n# stop the launch (SIGTERM, forwarded to the driver)")
-        tour.say(proc.stderr.read().rstrip("\n"))
+        tour.say(proc.stderr.read().rstrip("\n") if proc.stderr else "")
         tour.checks.append(code == 0)
         tour.step(status, 1, "the command exited with status 0", "after the launch has ended")
     finally:
@@ -99,22 +85,9 @@ def _slots_launch(d: Path, tour: Tour, *, timeout: float) -> Path | None:
     args = ["run", "--evidence-dir", str(d / "runs2"), "--slots", "scheduler.0,scheduler.1"]
     args += ["--grace", "5", "--", *command]
     tour.say("\n# a launch with two scheduler processes (data parallelism 2): one slot each")
-    tour.say("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
-    env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
-    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
-        [sys.executable, "-m", "ecpa", *args],
-        env=env,
-        cwd=d,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_ecpa(args, cwd=d, tour=tour)
     try:
-        assert proc.stderr is not None
-        first = proc.stderr.readline().rstrip("\n")
-        tour.say(first)
-        match = re.fullmatch(r"ecpa run: launch \S+ in (.+)", first)
-        tour.checks.append(match is not None)
+        match = first_line(proc, _LAUNCHED, tour)
         if match is None:
             return None
         launch_dir = Path(match.group(1))

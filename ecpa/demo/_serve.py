@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ecpa.demo._tour import Tour
+from ecpa.demo._tour import Tour, first_line, spawn_ecpa
 
 __all__ = ["Served", "serving"]
 
@@ -99,22 +96,10 @@ def serving(evidence_dir: Path, tour: Tour) -> Iterator[Served | None]:
         yield None
         return
     args = ["serve", "--evidence-dir", str(evidence_dir), "--listen", "127.0.0.1:0"]
-    tour.say("$ ecpa " + " ".join(args) + " &")
-    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
-        [sys.executable, "-m", "ecpa", *args, "--interval", "0.5"],
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_ecpa([*args, "--interval", "0.5"], cwd=evidence_dir, tour=tour)
     try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline().rstrip("\n")
-        tour.say(line)
-        match = re.match(r"ecpa serve: listening on (http://\S+) ", line)
-        tour.checks.append(match is not None)
+        match = first_line(proc, r"ecpa serve: listening on (http://\S+) ", tour)
         if match is None:
-            tour.say("!! expected 'ecpa serve: listening on URL (...)'")
             yield None
             return
         yield Served(match.group(1), tour)

@@ -4,11 +4,18 @@ demo neither imports the command line nor prints by itself."""
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["Ecpa", "Say", "Tour"]
+from ecpa.launcher.run import BINDING_NAMES
+
+__all__ = ["Ecpa", "Say", "Tour", "first_line", "spawn_ecpa"]
 
 #: Runs ``ecpa ARGV...`` in this process: its exit status, and all it printed (standard
 #: output, then standard error).
@@ -36,3 +43,31 @@ class Tour:
         self.checks.append(ok)
         if not ok:
             self.say(f"!! expected exit {expect_exit} and {expect_text!r}; got exit {status}")
+
+
+def spawn_ecpa(args: list[str], *, cwd: Path, tour: Tour) -> subprocess.Popen[str]:
+    """``ecpa ARGS...`` as a process of its own (shown as a background command), with no
+    launch binding in its environment; its standard error is a pipe, for its first line."""
+    tour.say("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
+    env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
+        [sys.executable, "-m", "ecpa", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def first_line(proc: subprocess.Popen[str], pattern: str, tour: Tour) -> re.Match[str] | None:
+    """The first line ``proc`` writes on standard error, shown and matched against
+    ``pattern`` (one check: it matched)."""
+    assert proc.stderr is not None
+    line = proc.stderr.readline().rstrip("\n")
+    tour.say(line)
+    match = re.match(pattern, line)
+    tour.checks.append(match is not None)
+    if match is None:
+        tour.say(f"!! expected a first line matching {pattern!r}")
+    return match

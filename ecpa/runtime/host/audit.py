@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.fence import MemoryReplayFence
 from ecpa.profile.strict_json import parse_object
@@ -28,10 +27,10 @@ from ecpa.runtime.judge.timeline import ProcessRecords
 from ecpa.runtime.model.enroll import LOG_NAME, kid_of_log, parse_kid
 from ecpa.runtime.model.evidence import LogLine, read_log
 from ecpa.runtime.model.launch import (
-    MAX_LAUNCH_FILE_BYTES,
     ExpectedLaunch,
     ended_from_bytes,
     launch_from_bytes,
+    time_member,
 )
 from ecpa.runtime.model.process import PROC, check_alive
 from ecpa.runtime.stores.store import EvidenceStore
@@ -93,14 +92,6 @@ def records_of(
     return proc, dict(stream.refused)
 
 
-def _int_member(data: bytes, name: str, what: str) -> int | None:
-    try:
-        value = parse_object(data, what=what).get(name)
-    except EcpaError:
-        return None
-    return value if type(value) is int else None
-
-
 def audit_launch_dir(
     directory: Path,
     *,
@@ -120,14 +111,6 @@ def audit_launch_dir(
     expected = files.expected
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
-    launch_doc = read_bounded(
-        directory / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
-    )
-    exit_doc = None
-    if files.ended is not None:
-        exit_doc = read_bounded(
-            directory / "exit.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
-        )
     store = files.trust_store()
     logs = open_process_logs(directory / "evidence" / expected.launch_id)
     read: list[tuple[str, list[LogLine]]] = []
@@ -139,8 +122,8 @@ def audit_launch_dir(
         logs.close()
     return _from_parts(
         expected,
-        launch_doc,
-        exit_doc,
+        files.launch_doc,
+        files.ended_at,
         files.ended,
         read,
         store,
@@ -156,7 +139,7 @@ def audit_launch_dir(
 def _from_parts(
     expected: ExpectedLaunch,
     launch_doc: bytes,
-    exit_doc: bytes | None,
+    ended_at: int | None,
     ended: str | None,
     logs: list[tuple[str, list[LogLine]]],
     store: TrustStore,
@@ -168,12 +151,11 @@ def _from_parts(
 ) -> Audit:
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
-    started = _int_member(launch_doc, "started_at", "launch.json")
+    started = time_member(launch_doc, "started_at", "launch.json")
     if started is None:
         raise EcpaError(
             ErrorCode.INVALID_INPUT, f"expected an integer started_at in {where}, found none"
         )
-    ended_at = None if exit_doc is None else _int_member(exit_doc, "ended_at", "exit.json")
     processes: list[ProcessRecords] = []
     refused: dict[str, int] = {}
     for name, lines in logs:
@@ -235,7 +217,7 @@ def audit_store(
     return _from_parts(
         expected,
         row.launch_doc,
-        row.exit_doc,
+        None if row.exit_doc is None else time_member(row.exit_doc, "ended_at", "exit.json"),
         ended,
         logs,
         trust,

@@ -20,11 +20,10 @@ from typing import Any
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.strict_json import parse_object
 from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
-from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES
+from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, time_member
 from ecpa.runtime.model.process import PROC
 from ecpa.runtime.stores.remote import status_from_store
 from ecpa.runtime.stores.store import EvidenceStore
@@ -127,14 +126,6 @@ class JudgedList:
         return LaunchList(tuple(j.summary for j in self.judged), self.skipped, self.truncated)
 
 
-def _started_at(launch_doc: bytes) -> int | None:
-    try:
-        value = parse_object(launch_doc, what="launch.json").get("started_at")
-    except EcpaError:
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _judged(
     status: RuntimeStatus, launch_id: str, source: str, launch_doc: bytes, took_s: float
 ) -> Judged:
@@ -146,7 +137,7 @@ def _judged(
         ended,
         sum(slot.covered for slot in status.slots),
         len(status.slots),
-        _started_at(launch_doc),
+        time_member(launch_doc, "started_at", "launch.json"),
     )
     return Judged(summary, status, launch_doc, took_s)
 

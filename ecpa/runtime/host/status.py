@@ -12,7 +12,6 @@ ssh's StrictModes): whoever can write there can write the trust store too.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -37,6 +36,7 @@ from ecpa.runtime.model.launch import (
     ExpectedLaunch,
     ended_from_bytes,
     launch_from_bytes,
+    time_member,
 )
 from ecpa.runtime.model.process import PROC, Liveness, ProcessIdentity, check_alive
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
@@ -57,6 +57,8 @@ class LaunchDir:
     trust: bytes | EcpaError
     #: ``exit.json``'s ``ended_at`` (None: not ended, or no such integer there).
     ended_at: int | None = None
+    #: ``launch.json``'s bytes, as read.
+    launch_doc: bytes = b""
 
     def trust_store(self) -> TrustStore:
         """The launch's trust store.
@@ -107,12 +109,10 @@ def read_launch_dir(directory: Path) -> LaunchDir:
     ended_at = None
     if isinstance(ended_bytes, bytes):
         ended: str | None = ended_from_bytes(ended_bytes, exit_file.name)
-        with contextlib.suppress(EcpaError):
-            value = parse_object(ended_bytes, what=exit_file.name).get("ended_at")
-            ended_at = value if type(value) is int else None
+        ended_at = time_member(ended_bytes, "ended_at", exit_file.name)
     else:
         ended = ended_bytes
-    return LaunchDir(directory, expected, ended, trust, ended_at)
+    return LaunchDir(directory, expected, ended, trust, ended_at, launch)
 
 
 def status_from_files(

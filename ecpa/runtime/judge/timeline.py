@@ -20,7 +20,6 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.records import Accepted
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import Judge, RuntimeStatus
@@ -39,12 +38,13 @@ class ProcessRecords:
     accepted: list[Accepted] = field(default_factory=list)
     #: ``issued_at`` of each refused record whose payload said one.
     refused_at: list[int] = field(default_factory=list)
+    _known: list[int] = field(default_factory=list, init=False, repr=False)
 
     def known(self) -> list[int]:
         """When each record can have been written at the earliest: its ``issued_at``, or
         the latest ``issued_at`` before it in the log if later (a writer's clock stepped
         back: a record written after one dated T was not there before T)."""
-        if len(getattr(self, "_known", ())) != len(self.accepted):
+        if len(self._known) != len(self.accepted):  # records are appended as they are read
             times, latest = [], None
             for rec in self.accepted:
                 at = rec.statement.issued_at
@@ -150,11 +150,3 @@ def intervals(points: Iterable[tuple[int, bool]], end: int) -> list[Span]:
     if opened is not None and opened < end:
         spans.append(Span(opened, end))
     return spans
-
-
-def first_code(status: RuntimeStatus, slot: str) -> set[str]:
-    """The reason codes of ``slot`` in ``status`` (for the cause of a gap)."""
-    for entry in status.slots:
-        if entry.slot == slot:
-            return {reason.code.value for reason in entry.reasons}
-    return {ReasonCode.NO_EVIDENCE.value}

@@ -45,6 +45,7 @@ __all__ = [
     "launch_from_bytes",
     "launch_from_file",
     "slots_from_list",
+    "time_member",
 ]
 
 LAUNCH_SCHEMA = "ecpa-launch/0.2"
@@ -338,6 +339,16 @@ def launch_ended(path: Path) -> str | None:
     except EcpaError as exc:
         return f"launch ended ({path.name} unreadable: {exc.code.value})"
     return ended_from_bytes(data, path.name)
+
+
+def time_member(data: bytes, name: str, what: str) -> int | None:
+    """The integer member ``name`` (``started_at`` of ``launch.json``, ``ended_at`` of
+    ``exit.json``) of the JSON object in ``data``; None when it is not one, or not there."""
+    try:
+        value = parse_object(data, what=what).get(name)
+    except EcpaError:
+        return None
+    return value if type(value) is int else None
 
 
 def ended_from_bytes(data: bytes, name: str = "exit.json") -> str:
