@@ -30,6 +30,7 @@ __all__ = [
     "safe_target",
     "write_file",
     "write_generated",
+    "write_new",
 ]
 
 #: The most the tools read of one input given whole: a bundle, statement, ``.jws``, key or
@@ -250,6 +251,31 @@ def write_generated(directory: Path, files: dict[str, str]) -> list[Path]:
         path.write_text(text, encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def write_new(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
+    """``data`` as the file ``path`` a user named (keys, signed output), whole or not at all
+    (:func:`write_file`); never through a symlink at ``path``, never over an existing file
+    unless ``force``.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming the path and what was found there.
+    """
+    exists = f"expected {path} not to exist (use --force to replace it), found it"
+    if path.is_symlink():
+        raise EcpaError(
+            ErrorCode.INVALID_INPUT, f"expected a regular file path at {path}, found a symlink"
+        )
+    if path.exists() and not force:
+        raise EcpaError(ErrorCode.INVALID_INPUT, exists)
+    try:
+        write_file(path, data, mode=mode, replace=force)
+    except FileExistsError:
+        raise EcpaError(ErrorCode.INVALID_INPUT, exists) from None
+    except OSError as exc:
+        raise EcpaError(
+            ErrorCode.INVALID_INPUT, f"expected to write {path}, found: {exc.strerror}"
+        ) from None
 
 
 def write_file(

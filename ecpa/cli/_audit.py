@@ -9,9 +9,15 @@ from typing import Annotated
 import typer
 
 from ecpa._text import iso_utc, json_line, safe, show
-from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage
-from ecpa.cli._verify import load_trust
-from ecpa.profile.keys import SigningKey
+from ecpa.cli._common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    PasswordFile,
+    db_from_env,
+    fail_usage,
+    load_key,
+    load_trust,
+)
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
     audit_launch_dir,
@@ -97,6 +103,7 @@ def audit_command(
         Path | None,
         typer.Option("--sign", metavar="KEY", help="Sign a receipt with this Ed25519 key."),
     ] = None,
+    password_file: PasswordFile = None,
     issuer: Annotated[str | None, typer.Option(metavar="I", help="The receipt's issuer.")] = None,
     kid: Annotated[str | None, typer.Option(metavar="K", help="The receipt's key id.")] = None,
     out: Annotated[
@@ -145,7 +152,7 @@ def audit_command(
         raise fail_usage(f"expected --to after --from, found {start} to {end}")
     if (sign_key is None) != (out is None) or (sign_key is not None and not (issuer and kid)):
         raise fail_usage("expected --sign KEY with --issuer I, --kid K and --out PREFIX")
-    key = SigningKey.load(sign_key) if sign_key is not None else None
+    key = load_key(sign_key, password_file) if sign_key is not None else None
     if launch is not None:
         audit = audit_launch_dir(launch, now=when, window=(start, end))
     else:

@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ecpa._files import read_input
+from ecpa._text import json_line
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.strict_json import parse_object
+
+if TYPE_CHECKING:
+    from ecpa.profile.keys import SigningKey
+    from ecpa.profile.trust import TrustStore
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -47,6 +52,15 @@ def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[s
         raise fail_usage(f"{exc.code.value}: {exc.detail}") from None
 
 
+def load_trust(trust: Path | None) -> TrustStore:
+    """The trust store named by --trust or $ECPA_TRUST_STORE (exit 2 when absent or bad)."""
+    from ecpa.profile.trust import TrustStore
+
+    if trust is None:
+        raise fail_usage("expected a trust store (--trust FILE or $ECPA_TRUST_STORE), found none")
+    return TrustStore.load(trust)
+
+
 def display_json(data: bytes) -> Any:
     """Parse JSON for display only, lenient but total: numbers JSON cannot carry exactly
     and non-finite constants become ``{"$number": text}``, so output stays strict JSON."""
@@ -73,3 +87,37 @@ EvidenceDirs = Annotated[
     list[Path] | None,
     typer.Option(metavar="DIR", help="The --evidence-dir of `ecpa run` (repeatable)."),
 ]
+AsJson = Annotated[bool, typer.Option("--json", help="The result as one JSON object.")]
+PasswordFile = Annotated[
+    Path | None,
+    typer.Option(
+        help="File whose first line is the key's passphrase (default: $ECPA_KEY_PASSWORD).",
+        show_default=False,
+    ),
+]
+#: Where a passphrase comes from, named in every refusal.
+UNLOCK_HINT = " (from $ECPA_KEY_PASSWORD or --password-file FILE)"
+
+
+def key_password(password_file: Path | None) -> bytes | None:
+    """The passphrase of a key: the first line of ``password_file``, else
+    ``$ECPA_KEY_PASSWORD``, else None. Never a flag's value, which ``ps`` would show."""
+    if password_file is not None:
+        line = read_input(password_file).split(b"\n", 1)[0].removesuffix(b"\r")
+        if not line:
+            raise fail_usage(f"expected a passphrase in {password_file}, found an empty line")
+        return line
+    return os.environ.get("ECPA_KEY_PASSWORD", "").encode() or None
+
+
+def load_key(path: Path, password_file: Path | None) -> SigningKey:
+    """The signing key at ``path``, decrypted with :func:`key_password` when encrypted."""
+    from ecpa.profile.keys import SigningKey
+
+    password = key_password(password_file)
+    return SigningKey.load(path, password, hint=UNLOCK_HINT)
+
+
+def echo_json(obj: dict[str, Any]) -> None:
+    """One result as one JSON line on standard output."""
+    typer.echo(json_line(obj))

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +16,7 @@ from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
     expected_from_dict,
     history,
+    interruptible,
     is_postgres_dsn,
     status_from_files,
     status_from_launch_dir,
@@ -48,27 +45,6 @@ binding.json: {"plan_id", "launch_id", "plugin_id", "artifact_digest", "process_
 Exit status: 0 runtime_effective true, 1 false, 2 usage error or unreadable input,
 3 internal error.
 """
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    del signum, frame
-    history.STOP.set()
-
-
-@contextlib.contextmanager
-def _interruptible() -> Iterator[None]:
-    """SIGTERM and SIGINT stop the history walks at a line boundary while the block runs
-    (the main thread only); the previous handlers come back after it."""
-    history.STOP.clear()
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for name in (signal.SIGTERM, signal.SIGINT):
-            previous[name] = signal.signal(name, _interrupted)
-    try:
-        yield
-    finally:
-        for name, handler in previous.items():
-            signal.signal(name, handler)
 
 
 def status_command(
@@ -141,7 +117,7 @@ def status_command(
     launch_doc: dict[str, Any] | None = None  # launch.json (or --binding): the lifecycle
     # A monitor's timeout sends SIGTERM (a person, SIGINT): the history walks stop at their
     # next line boundary and are saved (RUNTIME.md "Bounded work"), then status exits 130.
-    with _interruptible():
+    with interruptible():
         if db is not None:
             assert launch_id is not None
             if not is_postgres_dsn(db):

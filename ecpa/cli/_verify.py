@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from ecpa._text import json_line, show
 from ecpa.cli._common import (
@@ -19,13 +18,13 @@ from ecpa.cli._common import (
     EXIT_OK,
     display_json,
     fail_usage,
+    load_trust,
     read_json_object,
 )
 from ecpa.errors import EcpaError
 from ecpa.profile.b64 import b64u_decode
-from ecpa.profile.statement import describe_validation
+from ecpa.profile.statement import validate_input
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
-from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime import ReplayFence, open_replay_fence
 from ecpa.verify_jobs import VerifyConfig, evidence_items, verify_in_process, verify_with_jobs
@@ -62,31 +61,6 @@ TrustOpt = Annotated[
         show_default=False,
     ),
 ]
-
-
-def _binding(path: Path | None) -> Binding | None:
-    if path is None:
-        return None
-    doc = read_json_object(path, "binding")
-    try:
-        return Binding(**doc)
-    except (ValidationError, TypeError) as exc:
-        found = describe_validation(exc, "binding") if isinstance(exc, ValidationError) else exc
-        raise fail_usage(f"binding {path}: {found}") from None
-
-
-def _policy(clock_skew: int, max_ttl: int, max_age: int) -> Policy:
-    try:
-        return Policy(clock_skew=clock_skew, max_ttl=max_ttl, max_observation_age=max_age)
-    except ValidationError as exc:
-        raise fail_usage(f"policy: {describe_validation(exc, 'policy')}") from None
-
-
-def load_trust(trust: Path | None) -> TrustStore:
-    """The trust store named by --trust or $ECPA_TRUST_STORE (exit 2 when absent or bad)."""
-    if trust is None:
-        raise fail_usage("expected a trust store (--trust FILE or $ECPA_TRUST_STORE), found none")
-    return TrustStore.load(trust)
 
 
 def verify_command(
@@ -141,8 +115,10 @@ def verify_command(
         raise fail_usage(f"expected --jobs within [0, {MAX_JOBS}] (0: one per CPU), found {jobs}")
     workers = jobs if jobs > 0 else (os.cpu_count() or 1)
     store = load_trust(trust)
-    policy = _policy(clock_skew, max_ttl, max_age)
-    expected = _binding(binding)
+    limits = {"clock_skew": clock_skew, "max_ttl": max_ttl, "max_observation_age": max_age}
+    policy = validate_input(Policy, limits, "policy")
+    doc = None if binding is None else read_json_object(binding, "binding")
+    expected = None if doc is None else validate_input(Binding, doc, f"binding {binding}")
     if at_issue and now is not None:
         raise fail_usage("expected --now T or --at-issue, not both")
     when: int | None = int(time.time()) if now is None else now

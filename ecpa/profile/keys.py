@@ -29,7 +29,7 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import _ed25519
 from ecpa.profile.b64 import b64u_decode, b64u_encode
 
-__all__ = ["SigningKey", "VerifyKey"]
+__all__ = ["SigningKey", "VerifyKey", "is_encrypted_pem", "load_public_key"]
 
 _P = 2**255 - 19
 _D = (-121665 * pow(121666, -1, _P)) % _P
@@ -217,17 +217,36 @@ class SigningKey:
         return cls(Ed25519PrivateKey.generate())
 
     @classmethod
-    def from_pem(cls, data: bytes | str, password: bytes | None = None) -> SigningKey:
-        """From a PEM ``PRIVATE KEY`` (PKCS#8) holding an Ed25519 key.
+    def from_pem(
+        cls,
+        data: bytes | str,
+        password: bytes | None = None,
+        *,
+        hint: str = "",
+    ) -> SigningKey:
+        """From a PEM ``PRIVATE KEY`` (PKCS#8) holding an Ed25519 key, or an ``ENCRYPTED
+        PRIVATE KEY`` (PKCS#8 with a passphrase, as ``openssl genpkey -aes-256-cbc`` or
+        :meth:`to_pem` with a password write it) decrypted with ``password``. A password
+        given for a key that is not encrypted is not needed and not used.
+        ``hint`` is added to a refusal (where the passphrase comes from).
 
         Raises:
-            EcpaError: ``ECPA_INVALID_KEY`` for unreadable PEM or another key type.
+            EcpaError: ``ECPA_INVALID_KEY`` for unreadable PEM, another key type, an
+                encrypted key without a password or with a wrong one.
         """
         if isinstance(data, str):
             data = data.encode("utf-8")
+        encrypted = is_encrypted_pem(data)
+        if encrypted and not password:
+            raise _bad(f"expected a passphrase for this encrypted private key {hint}, found none")
         try:
-            key = serialization.load_pem_private_key(data, password=password)
+            key = serialization.load_pem_private_key(data, password=password if encrypted else None)
         except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+            if encrypted:
+                raise _bad(
+                    "expected the passphrase of this encrypted private key "
+                    f"{hint}, found one that does not decrypt it"
+                ) from None
             raise _bad(
                 f"expected a PEM PKCS#8 private key, found unreadable data ({exc})"
             ) from None
@@ -236,17 +255,27 @@ class SigningKey:
         return cls(key)
 
     @classmethod
-    def load(cls, path: str | Path, password: bytes | None = None) -> SigningKey:
-        """Read a PEM PKCS#8 private key file (or a JWK with ``d``, if it ends in ``.jwk``).
+    def load(
+        cls,
+        path: str | Path,
+        password: bytes | None = None,
+        *,
+        hint: str = "",
+    ) -> SigningKey:
+        """Read a PEM PKCS#8 private key file, encrypted or not (:meth:`from_pem`), or a
+        JWK with ``d`` if it ends in ``.jwk``.
 
         Raises:
-            EcpaError: ``ECPA_INVALID_KEY`` when the file cannot be read or parsed.
+            EcpaError: ``ECPA_INVALID_KEY`` when the file cannot be read or parsed, naming it.
         """
         path = Path(path)
         data = read_bounded(path, MAX_KEY_FILE_BYTES, ErrorCode.INVALID_KEY, follow=True)
         if path.suffix == ".jwk":
             return cls.from_jwk(_load_jwk(data, path))
-        return cls.from_pem(data, password)
+        try:
+            return cls.from_pem(data, password, hint=hint)
+        except EcpaError as exc:
+            raise _bad(f"{path}: {exc.detail}") from None
 
     @classmethod
     def from_jwk(cls, jwk: dict[str, Any]) -> SigningKey:
@@ -260,12 +289,16 @@ class SigningKey:
             raise _bad("expected JWK 'x' to be the public half of 'd', found another key")
         return key
 
-    def to_pem(self) -> bytes:
-        """Unencrypted PEM PKCS#8. Write it with mode 0600."""
+    def to_pem(self, password: bytes | None = None) -> bytes:
+        """PEM PKCS#8: unencrypted, or with ``password`` an ``ENCRYPTED PRIVATE KEY``
+        (PBES2, as OpenSSL reads it). Write it with mode 0600 either way."""
+        encryption: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(password)
+            if password
+            else serialization.NoEncryption()
+        )
         return self._key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
         )
 
     def sign(self, message: bytes) -> bytes:
@@ -275,6 +308,28 @@ class SigningKey:
 
     def __repr__(self) -> str:
         return f"SigningKey(public={self.public_key.to_b64()!r})"
+
+
+def is_encrypted_pem(data: bytes) -> bool:
+    """Whether ``data`` is a PEM ``ENCRYPTED PRIVATE KEY`` (PKCS#8 with a passphrase)."""
+    return data.lstrip().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+
+
+def load_public_key(path: str | Path, password: bytes | None = None) -> VerifyKey:
+    """The public key in a file: a PEM public key, a JWK (its ``d`` ignored), or the
+    public half of a PEM private key (encrypted ones decrypted with ``password``).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_KEY`` when the file holds no usable Ed25519 key.
+    """
+    path = Path(path)
+    data = read_bounded(path, MAX_KEY_FILE_BYTES, ErrorCode.INVALID_KEY, follow=True)
+    if b"PRIVATE KEY" in data:
+        return SigningKey.from_pem(data, password).public_key
+    if data.lstrip().startswith(b"{"):
+        jwk = _load_jwk(data, path)
+        return VerifyKey.from_jwk({k: v for k, v in jwk.items() if k != "d"})
+    return VerifyKey.from_pem(data)
 
 
 def _load_jwk(data: bytes, path: Path) -> dict[str, Any]:

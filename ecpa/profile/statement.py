@@ -7,11 +7,11 @@ string, a string is never a number. ``schemas/statement.schema.json`` is generat
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "Process",
     "Statement",
     "check_statement",
+    "validate_input",
 ]
 
 STATEMENT_SCHEMA = "ecpa-attestation-statement/0.1"
@@ -122,6 +123,21 @@ def describe_one_error(err: Any, whole: str) -> str:
     if len(found) > 60:
         found = found[:57] + "..."
     return f"member {loc!r}: {err['msg']}; found {found}"
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def validate_input(model: type[_M], values: dict[str, Any], what: str) -> _M:
+    """``model`` from ``values`` a user gave (a file, options), not evidence.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT``: ``what``, then what was expected and found.
+    """
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        raise invalid_input(f"{what}: {describe_validation(exc, what)}") from None
 
 
 def check_statement(obj: dict[str, Any], header_kid: str | None = None) -> Statement:

@@ -40,9 +40,15 @@ if TYPE_CHECKING:
     from ecpa.runtime.host.receipt import write_receipt as write_receipt
     from ecpa.runtime.host.ship import ShipReport as ShipReport
     from ecpa.runtime.host.ship import ship_launch as ship_launch
+    from ecpa.runtime.host.status import interruptible as interruptible
     from ecpa.runtime.host.status import status_from_files as status_from_files
     from ecpa.runtime.host.status import status_from_launch_dir as status_from_launch_dir
+    from ecpa.runtime.host.trust_file import add_trust_entry as add_trust_entry
+    from ecpa.runtime.host.trust_file import check_trust_addition as check_trust_addition
+    from ecpa.runtime.host.trust_file import disable_trust_entry as disable_trust_entry
+    from ecpa.runtime.host.trust_file import trust_entry as trust_entry
     from ecpa.runtime.host.trust_file import update_trust_file as update_trust_file
+    from ecpa.runtime.host.trust_file import validity_window as validity_window
     from ecpa.runtime.judge import history as history
     from ecpa.runtime.judge.audit import AUDIT_SCHEMA as AUDIT_SCHEMA
     from ecpa.runtime.judge.audit import report_bytes as report_bytes
@@ -184,9 +190,15 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "reply_bytes": ("ecpa.runtime.model.enroll", "reply_bytes"),
     "ship_launch": ("ecpa.runtime.host.ship", "ship_launch"),
     "status_from_files": ("ecpa.runtime.host.status", "status_from_files"),
+    "interruptible": ("ecpa.runtime.host.status", "interruptible"),
     "status_from_launch_dir": ("ecpa.runtime.host.status", "status_from_launch_dir"),
     "status_from_store": ("ecpa.runtime.stores.remote", "status_from_store"),
     "update_trust_file": ("ecpa.runtime.host.trust_file", "update_trust_file"),
+    "add_trust_entry": ("ecpa.runtime.host.trust_file", "add_trust_entry"),
+    "check_trust_addition": ("ecpa.runtime.host.trust_file", "check_trust_addition"),
+    "disable_trust_entry": ("ecpa.runtime.host.trust_file", "disable_trust_entry"),
+    "trust_entry": ("ecpa.runtime.host.trust_file", "trust_entry"),
+    "validity_window": ("ecpa.runtime.host.trust_file", "validity_window"),
     "verify_evidence": ("ecpa.runtime.model.evidence", "verify_evidence"),
 }
 

@@ -12,7 +12,11 @@ ssh's StrictModes): whoever can write there can write the trust store too.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from functools import partial
@@ -25,6 +29,7 @@ from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import judge_logs, open_process_logs
+from ecpa.runtime.judge import history
 from ecpa.runtime.judge.derive import derive, verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
@@ -41,7 +46,35 @@ from ecpa.runtime.model.launch import (
 from ecpa.runtime.model.process import PROC, Liveness, ProcessIdentity, check_alive
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
 
-__all__ = ["LaunchDir", "read_launch_dir", "status_from_files", "status_from_launch_dir"]
+__all__ = [
+    "LaunchDir",
+    "interruptible",
+    "read_launch_dir",
+    "status_from_files",
+    "status_from_launch_dir",
+]
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    del signum, frame
+    history.STOP.set()
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM and SIGINT stop the history walks at a line boundary while the block runs
+    (the main thread only; RUNTIME.md "Bounded work": what was walked is saved); the
+    previous handlers come back after it. ``history.STOP`` says whether it happened."""
+    history.STOP.clear()
+    previous: dict[signal.Signals, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in (signal.SIGTERM, signal.SIGINT):
+            previous[name] = signal.signal(name, _interrupted)
+    try:
+        yield
+    finally:
+        for name, handler in previous.items():
+            signal.signal(name, handler)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from ecpa._files import write_file
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
+from ecpa.profile.keys import VerifyKey
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore, read_document
 
-__all__ = ["store_bytes", "update_trust_file"]
+__all__ = [
+    "YEAR_S",
+    "add_trust_entry",
+    "check_trust_addition",
+    "disable_trust_entry",
+    "store_bytes",
+    "trust_entry",
+    "update_trust_file",
+    "validity_window",
+]
 
 _POLL_S = 0.01
 
@@ -126,3 +136,94 @@ def update_trust_file(
         return new
     finally:
         os.close(lock)
+
+
+#: The default length of a new key's validity window: a year.
+YEAR_S = 365 * 24 * 3600
+
+
+def validity_window(
+    not_before: int | None, not_after: int | None, now: int | None = None
+) -> tuple[int, int]:
+    """A key's ``[not_before, not_after]``: from ``now`` (default: the clock) for a year,
+    unless either end is given."""
+    start = (int(time.time()) if now is None else now) if not_before is None else not_before
+    return start, (min(start + YEAR_S, 2**53 - 1) if not_after is None else not_after)
+
+
+def trust_entry(
+    issuer: str,
+    kid: str,
+    public: VerifyKey,
+    subjects: list[str],
+    window: tuple[int, int],
+) -> dict[str, Any]:
+    """A trust store entry (PROFILE §5), enabled, for ``public``."""
+    return {
+        "issuer": issuer,
+        "kid": kid,
+        "public_key_b64": public.to_b64(),
+        "subjects": subjects,
+        "enabled": True,
+        "not_before": window[0],
+        "not_after": window[1],
+    }
+
+
+def _adding(path: Path, entry: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def change(doc: dict[str, Any]) -> dict[str, Any]:
+        keys = doc.get("keys")
+        if not isinstance(keys, list):
+            raise _config(f"{path}: expected 'keys' as an array, found {type(keys).__name__}")
+        keys.append(entry)
+        return doc
+
+    return change
+
+
+def check_trust_addition(path: str | os.PathLike[str], entry: dict[str, Any]) -> None:
+    """Check, without writing, that the store at ``path`` (an empty one when there is no
+    file) still loads by every rule with ``entry`` added.
+
+    Raises:
+        EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` naming the rule the result breaks.
+    """
+    target = Path(path)
+    if target.exists() or target.is_symlink():
+        doc = read_document(target)
+    else:
+        doc = {"schema": TRUST_STORE_SCHEMA, "keys": []}
+    TrustStore.from_dict(_adding(target, entry)(doc))
+
+
+def add_trust_entry(path: str | os.PathLike[str], entry: dict[str, Any]) -> dict[str, Any]:
+    """Add ``entry`` to the store at ``path`` (created if missing) by
+    :func:`update_trust_file`; return the new document."""
+    return update_trust_file(path, _adding(Path(path), entry), create=True)
+
+
+def disable_trust_entry(path: str | os.PathLike[str], issuer: str, kid: str) -> int:
+    """Set ``enabled: false`` on the entries ``(issuer, kid)`` of the store at ``path`` by
+    :func:`update_trust_file`; return how many there were.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when the store holds no such entry.
+    """
+    found: list[dict[str, Any]] = []
+
+    def disable(doc: dict[str, Any]) -> dict[str, Any]:
+        keys = doc.get("keys")
+        entries: list[Any] = keys if isinstance(keys, list) else []
+        found[:] = [
+            e
+            for e in entries
+            if isinstance(e, dict) and (e.get("issuer"), e.get("kid")) == (issuer, kid)
+        ]
+        if not found:
+            raise invalid_input(f"expected an entry ({issuer!r}, {kid!r}) in {path}, found none")
+        for entry in found:
+            entry["enabled"] = False
+        return doc
+
+    update_trust_file(path, disable)
+    return len(found)
