@@ -21,6 +21,7 @@ from ecpa.cli._common import (
     load_trust,
     read_json_object,
 )
+from ecpa.cli._progress import progress
 from ecpa.errors import EcpaError
 from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.statement import validate_input
@@ -133,6 +134,7 @@ def verify_command(
         when = None
         typer.echo("ecpa verify: --at-issue: each item verified as of its own issued_at", err=True)
     with ExitStack() as stack:
+        advance = stack.enter_context(progress(None, "verifying"))
         fence: ReplayFence | None = None
         if replay_db is not None:
             durable = open_replay_fence(replay_db)
@@ -142,11 +144,17 @@ def verify_command(
             config = VerifyConfig(
                 store.document, when, policy, expected, as_json, fence is not None
             )
-            invalid = verify_with_jobs(
-                specs, payload, jobs=workers, config=config, fence=fence, echo=typer.echo
+            tally = verify_with_jobs(
+                specs,
+                payload,
+                jobs=workers,
+                config=config,
+                fence=fence,
+                echo=typer.echo,
+                advance=advance,
             )
         else:  # today's loop, in this process
-            invalid = verify_in_process(
+            tally = verify_in_process(
                 specs,
                 payload,
                 store=store,
@@ -157,8 +165,11 @@ def verify_command(
                 as_json=as_json,
                 stdout=sys.stdout,
                 echo=typer.echo,
+                advance=advance,
             )
-    raise typer.Exit(EXIT_INVALID if invalid else EXIT_OK)
+    if tally.items > 1:
+        typer.echo(tally.summary(), err=True)
+    raise typer.Exit(EXIT_INVALID if tally.failed else EXIT_OK)
 
 
 def _decode_json(segment: str, what: str) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ecpa._files import write_generated
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.fence import MemoryReplayFence
 from ecpa.profile.statement import describe_validation
@@ -26,8 +26,10 @@ from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, verify
 
 __all__ = [
+    "BUILTIN",
     "CORPUS_FILES",
     "CaseResult",
+    "corpus_files",
     "generate",
     "run_any",
     "run_corpus",
@@ -180,6 +182,30 @@ def generate() -> dict[str, str]:
 
     docs = (upstream_document(), extended_document(), trust_store_cases())
     return {name: _dump(doc) for name, doc in zip(CORPUS_FILES, docs, strict=True)}
+
+
+#: The corpus the package carries (the repository's ``corpus/ecpa-0.1`` is these files).
+BUILTIN = Path(__file__).resolve().parent / "vectors"
+
+
+def corpus_files(paths: list[Path]) -> list[Path]:
+    """The corpus files ``paths`` name: files as given, and each directory's ``*.json`` (the
+    :data:`CORPUS_FILES` first, in that order, then the others by name).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a directory without corpus files.
+    """
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(path.glob("*.json"))
+            if not found:
+                raise invalid_input(f"expected corpus files (*.json) in {path}, found none")
+            known = [path / name for name in CORPUS_FILES if (path / name) in found]
+            files += known + [f for f in found if f not in known]
+        else:
+            files.append(path)
+    return files
 
 
 def write(directory: Path) -> list[Path]:

@@ -9,12 +9,14 @@ May import: :mod:`ecpa.profile`, :mod:`ecpa.runtime`, :mod:`ecpa.errors`,
 
 from ecpa.verify_jobs._inputs import Item, evidence_items
 from ecpa.verify_jobs._parallel import VerifyConfig, verify_with_jobs
-from ecpa.verify_jobs._results import Echo
+from ecpa.verify_jobs._results import Advance, Echo, Tally
 from ecpa.verify_jobs._serial import verify_in_process
 
 __all__ = [
+    "Advance",
     "Echo",
     "Item",
+    "Tally",
     "VerifyConfig",
     "evidence_items",
     "verify_in_process",

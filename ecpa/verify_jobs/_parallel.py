@@ -35,7 +35,7 @@ from ecpa.profile.trust import TrustStore, TrustStoreDocument
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime import ReplayFence, issued_at_of, parse_record, read_log, verify_evidence
 from ecpa.verify_jobs._inputs import Item, file_item, no_records, torn_message
-from ecpa.verify_jobs._results import Echo, render_result
+from ecpa.verify_jobs._results import Advance, Echo, Tally, render_result
 from ecpa.verify_jobs._units import (
     Batch,
     Bundle,
@@ -83,7 +83,7 @@ class _Verifier:
         self.store = TrustStore(config.trust)
 
     def run(self, unit: Unit) -> Batch:
-        batch = Batch([], 0, False, [])
+        batch = Batch([], 0, 0, [])
         try:
             if isinstance(unit, LogChunk):
                 return self._chunk(unit, batch)
@@ -144,7 +144,7 @@ class _Verifier:
         )
         if text is not None:
             batch.texts.append(text)
-        return batch._replace(items=batch.items + 1, failed=batch.failed or error is not None)
+        return batch._replace(items=batch.items + 1, failed=batch.failed + (error is not None))
 
 
 _WORKER: _Verifier | None = None
@@ -181,11 +181,14 @@ def _raise_crash(name: str, text: str) -> None:
 class _Printer:
     """Prints results in order, applying the replay fence; remembers whether any failed."""
 
-    def __init__(self, fence: ReplayFence | None, as_json: bool, echo: Echo) -> None:
+    def __init__(
+        self, fence: ReplayFence | None, as_json: bool, echo: Echo, advance: Advance | None
+    ) -> None:
         self.fence = fence
         self.as_json = as_json
         self.echo = echo
-        self.invalid = False
+        self.advance = advance
+        self.items = self.failed = 0
         self.log_count = 0
 
     def slot(self, slot: LogStart | LogEnd | Batch) -> None:
@@ -193,7 +196,7 @@ class _Printer:
             self.log_count = 0
         elif isinstance(slot, LogEnd):
             if self.log_count == 0:
-                self.invalid = True
+                self.items, self.failed = self.items + 1, self.failed + 1
                 text = render_result(slot.name, None, no_records(), None, self.as_json)
                 self.echo(text or "")  # a failed item always has a line
         else:
@@ -208,11 +211,14 @@ class _Printer:
             except EcpaError as exc:
                 if exc.code is ErrorCode.REPLAY_STORE:
                     raise  # the fence itself failed: the command stops, exit 2
-                self.invalid = True
+                self.failed += 1
                 text = render_result(item.source, item.line, exc, None, self.as_json)
                 texts[item.position] = text if text is not None else texts[item.position]
-        self.invalid |= batch.failed
+        self.failed += batch.failed
+        self.items += batch.items
         self.log_count += batch.items
+        if self.advance is not None and batch.items:
+            self.advance(batch.items)
         if texts:
             self.echo("\n".join(texts))
         if batch.torn is not None:
@@ -231,15 +237,17 @@ def verify_with_jobs(
     config: VerifyConfig,
     fence: ReplayFence | None,
     echo: Echo,
-) -> bool:
+    advance: Advance | None = None,
+) -> Tally:
     """Verify every EVIDENCE argument with ``jobs`` worker processes and print the results
-    with ``echo`` exactly as one process does; return whether any item failed.
+    with ``echo`` exactly as one process does; return how many passed and failed (told to
+    ``advance`` as they come).
 
     Raises:
         EcpaError: as one process does, after printing every result before it: an input
             that is not evidence (exit 2).
     """
-    printer = _Printer(fence, config.as_json, echo)
+    printer = _Printer(fence, config.as_json, echo, advance)
     limit = 2 * jobs + 2  # units in flight: every worker busy, one more waiting each
     chunk = min(CHUNK_BYTES, max(64 << 10, WINDOW_BYTES // limit))
     units = slots(specs, payload, Sizes(CHUNK_LINES, chunk, FILES_PER_UNIT, config.as_json))
@@ -268,4 +276,4 @@ def verify_with_jobs(
     finally:
         units.close()
         pool.shutdown(wait=True, cancel_futures=True)
-    return printer.invalid
+    return Tally(printer.items - printer.failed, printer.failed)

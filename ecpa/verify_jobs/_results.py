@@ -3,13 +3,34 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 from ecpa._text import json_line, safe, show
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
 
-__all__ = ["Echo", "ok_fields", "render_result"]
+__all__ = ["Advance", "Echo", "Tally", "ok_fields", "render_result"]
+
+
+class Tally(NamedTuple):
+    """How many items passed every check, and how many failed one."""
+
+    verified: int
+    failed: int
+
+    @property
+    def items(self) -> int:
+        """Every item: ``verified + failed``."""
+        return self.verified + self.failed
+
+    def summary(self) -> str:
+        """The line said after several items: ``2000 verified, 0 failed``."""
+        return f"{self.verified} verified, {self.failed} failed"
+
+
+#: Told how many more items are done (a progress bar; nothing when not a terminal).
+Advance = Callable[[int], object]
 
 
 class Echo(Protocol):

@@ -11,7 +11,7 @@ from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime import ReplayFence, issued_at_of, verify_evidence
 from ecpa.verify_jobs._inputs import Item, evidence_items
-from ecpa.verify_jobs._results import Echo, ok_fields, render_result
+from ecpa.verify_jobs._results import Advance, Echo, Tally, ok_fields, render_result
 
 __all__ = ["verify_in_process"]
 
@@ -28,10 +28,12 @@ def verify_in_process(
     as_json: bool,
     stdout: TextIO,
     echo: Echo,
-) -> bool:
+    advance: Advance | None = None,
+) -> Tally:
     """Verify every item of the EVIDENCE arguments ``specs`` in this process, in order, at
     ``now`` by ``policy`` (and ``binding``, and ``fence`` last), printing its result line
-    (``as_json``: a JSON object); return whether any failed. ``now`` None: each item as of
+    (``as_json``: a JSON object); return how many passed and failed (told to ``advance``
+    as they come). ``now`` None: each item as of
     its own ``issued_at`` (``--at-issue``), said on its line.
 
     Lines go to ``stdout``, the stream ``echo`` writes to (nothing to strip: results never
@@ -44,7 +46,7 @@ def verify_in_process(
             fence that cannot be used (``ECPA_REPLAY_STORE``), both exit 2.
     """
     out = stdout
-    invalid = False
+    items = failed = 0
 
     def warn(line: str) -> None:
         out.flush()
@@ -75,7 +77,9 @@ def verify_in_process(
                         st = verified.statement
                         # A text line shows four members; only JSON output needs them all.
                         statement = st.to_dict() if as_json else ok_fields(st)
-                invalid |= item.error is not None
+                items, failed = items + 1, failed + (item.error is not None)
+                if advance is not None:
+                    advance(1)
                 text = render_result(
                     item.input, item.line, item.error, statement, as_json, verified_at=at
                 )
@@ -85,4 +89,4 @@ def verify_in_process(
                         out.flush()
     finally:
         out.flush()
-    return invalid
+    return Tally(items - failed, failed)

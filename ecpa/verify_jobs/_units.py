@@ -77,7 +77,7 @@ class Batch(NamedTuple):
 
     texts: list[str]
     items: int  # items verified (a log without any fails whole)
-    failed: bool
+    failed: int  # of those items, how many failed
     fenced: list[Fenced]
     torn: str | None = None  # the message for standard error
     stop: EcpaError | None = None  # an input that is not evidence: exit 2 after the lines
@@ -102,7 +102,7 @@ def stopped(exc: Exception, batch: Batch | None = None) -> Batch:
     """``batch`` (default: empty) ended by ``exc``: an unreadable input (``EcpaError``, exit
     2) or a foreign exception (exit 3), raised by the main process after the lines before."""
     if batch is None:
-        batch = Batch([], 0, False, [])
+        batch = Batch([], 0, 0, [])
     if isinstance(exc, EcpaError):
         return batch._replace(stop=exc)
     return batch._replace(crash=(type(exc).__name__, str(exc)))
@@ -150,7 +150,7 @@ def _log_slots(name: str, stream: BinaryIO, sizes: Sizes) -> Iterator[Slot]:
         if too_long:  # never held whole: read_log skips the rest of the line from the stream
             [line] = itertools.islice(read_log(cast(BinaryIO, _Replay(raw, stream))), 1)
             text = render_result(name, number, line.error, None, sizes.as_json)
-            yield Batch([text] if text else [], 1, True, [])
+            yield Batch([text] if text else [], 1, 1, [])
             first = number + 1
             continue
         lines.append(raw)

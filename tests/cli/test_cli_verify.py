@@ -432,4 +432,5 @@ def test_results_and_messages_keep_their_order_on_one_stream(trust: Path) -> Non
         ["FAIL", "a.jsonl:2"],
         ["ecpa:", "a.jsonl:3:"],
         ["OK", "b.jsonl:1"],
+        ["2", "verified,"],  # the summary, last: "2 verified, 1 failed"
     ]
