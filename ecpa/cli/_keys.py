@@ -225,7 +225,7 @@ def trust_add(
         raise fail_usage("expected exactly one of --key and --public-key-b64")
     try:
         public = (
-            load_public_key(key, key_password(password_file))
+            load_public_key(key, key_password(password_file), hint=UNLOCK_HINT)
             if key is not None
             else VerifyKey.from_b64(public_key_b64 or "")
         )

@@ -238,14 +238,14 @@ class SigningKey:
             data = data.encode("utf-8")
         encrypted = is_encrypted_pem(data)
         if encrypted and not password:
-            raise _bad(f"expected a passphrase for this encrypted private key {hint}, found none")
+            raise _bad(f"expected a passphrase for this encrypted private key{hint}, found none")
         try:
             key = serialization.load_pem_private_key(data, password=password if encrypted else None)
         except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
             if encrypted:
                 raise _bad(
-                    "expected the passphrase of this encrypted private key "
-                    f"{hint}, found one that does not decrypt it"
+                    f"expected the passphrase of this encrypted private key{hint}, "
+                    "found one that does not decrypt it"
                 ) from None
             raise _bad(
                 f"expected a PEM PKCS#8 private key, found unreadable data ({exc})"
@@ -315,9 +315,12 @@ def is_encrypted_pem(data: bytes) -> bool:
     return data.lstrip().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
 
 
-def load_public_key(path: str | Path, password: bytes | None = None) -> VerifyKey:
+def load_public_key(
+    path: str | Path, password: bytes | None = None, *, hint: str = ""
+) -> VerifyKey:
     """The public key in a file: a PEM public key, a JWK (its ``d`` ignored), or the
-    public half of a PEM private key (encrypted ones decrypted with ``password``).
+    public half of a PEM private key (encrypted ones decrypted with ``password``; ``hint``
+    as for :meth:`SigningKey.from_pem`).
 
     Raises:
         EcpaError: ``ECPA_INVALID_KEY`` when the file holds no usable Ed25519 key.
@@ -325,7 +328,7 @@ def load_public_key(path: str | Path, password: bytes | None = None) -> VerifyKe
     path = Path(path)
     data = read_bounded(path, MAX_KEY_FILE_BYTES, ErrorCode.INVALID_KEY, follow=True)
     if b"PRIVATE KEY" in data:
-        return SigningKey.from_pem(data, password).public_key
+        return SigningKey.from_pem(data, password, hint=hint).public_key
     if data.lstrip().startswith(b"{"):
         jwk = _load_jwk(data, path)
         return VerifyKey.from_jwk({k: v for k, v in jwk.items() if k != "d"})
