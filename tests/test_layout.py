@@ -276,11 +276,15 @@ def test_modules_stay_small() -> None:
 
 def test_the_command_line_stays_thin() -> None:
     """STYLE "cli/": parse arguments, call the library, print. The demo and the engine of
-    ``ecpa verify --jobs`` live in rooms of their own (ecpa/demo/, ecpa/verify_jobs/)."""
+    ``ecpa verify --jobs`` live in rooms of their own (ecpa/demo/, ecpa/verify_jobs/); key
+    and trust-store handling, corpus files and the throw-away PostgreSQL in the library.
+    The bound grew from 1,700 to 2,000 lines with issue 27: the lazy command table (start-up
+    pays for the command that runs), ``ecpa dev``, the progress bar, ``--json`` and
+    ``--password-file`` options on six commands."""
     modules = sorted((ROOT / "ecpa" / "cli").rglob("*.py"))
     assert len(modules) >= 5, modules  # guards the test itself
     total = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in modules)
-    assert total < 1700, total
+    assert total < 2000, total
     assert [path.name for path in modules if "demo" in path.stem] == []
 
 
@@ -474,8 +478,9 @@ def test_every_name_the_runtime_facade_exports_resolves() -> None:
 
 
 def test_the_runtime_facade_loads_only_what_is_asked_for() -> None:
-    """Beyond what ``import ecpa`` itself loads (the replay fences it re-exports), asking
-    the facade for one name loads that name's module and nothing else of the runtime."""
+    """``import ecpa`` loads nothing of the library (its names load on first use), and
+    asking the runtime facade for one name loads that name's module and nothing else of the
+    runtime, of the profile's models or of another room."""
     code = (
         "import json, sys\n"
         "import ecpa\n"
@@ -486,4 +491,14 @@ def test_the_runtime_facade_loads_only_what_is_asked_for() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
-    assert json.loads(out.stdout) == ["ecpa.runtime.model", "ecpa.runtime.model.process"]
+    loaded = json.loads(out.stdout)
+    assert [m for m in loaded if m.startswith("ecpa.runtime")] == [
+        "ecpa.runtime",
+        "ecpa.runtime.model",
+        "ecpa.runtime.model.process",
+    ]
+    assert set(loaded) - {"ecpa.runtime", "ecpa.runtime.model", "ecpa.runtime.model.process"} <= {
+        "ecpa.errors",
+        "ecpa._files",
+        "ecpa._text",
+    }

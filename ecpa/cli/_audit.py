@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ecpa._text import iso_utc, json_line, safe, show
+from ecpa.cli._app import one_command
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -30,7 +31,7 @@ from ecpa.runtime import (
     write_receipt,
 )
 
-__all__ = ["AUDIT_EXAMPLES", "audit_command"]
+__all__ = ["AUDIT_EXAMPLES", "audit_app", "audit_command"]
 
 AUDIT_EXAMPLES = """\b
 Examples:
@@ -177,3 +178,6 @@ def audit_command(
         if plot is not None:
             typer.echo(f"plot: wrote {show(plot)}")
     raise typer.Exit(EXIT_OK)
+
+
+audit_app = one_command(audit_command, "audit", epilog=AUDIT_EXAMPLES)

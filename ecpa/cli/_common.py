@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,13 +13,28 @@ import typer
 from ecpa._files import read_input
 from ecpa._text import json_line
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.strict_json import parse_object
 
 if TYPE_CHECKING:
     from ecpa.profile.keys import SigningKey
     from ecpa.profile.trust import TrustStore
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How the command line was started: :func:`ecpa.cli.main` hands it to every command as
+    click's context object (``ctx.obj``).
+
+    ``standalone`` is true for the installed ``ecpa`` script, a process that exits when the
+    command returns: after supervision, SIGINT/SIGTERM/SIGHUP/SIGQUIT stay ignored, so a late
+    signal cannot replace the command's exit status. In-process callers (tests, the demo)
+    get their handlers back instead: an ignored disposition would be inherited by their
+    children.
+    """
+
+    standalone: bool = False
+
 
 #: Codes that mean "the input is not usable", not "the evidence is invalid": exit 2.
 USAGE_CODES = frozenset(
@@ -43,6 +59,8 @@ def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[s
     With ``evidence`` (a statement to sign) parse errors keep their own codes (exit 1);
     otherwise the file is configuration and a parse error is ``ECPA_INVALID_INPUT`` (exit 2).
     """
+    from ecpa.profile.strict_json import parse_object
+
     data = read_input(path)
     try:
         return parse_object(data, what=f"{what} {path}")

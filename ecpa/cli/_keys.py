@@ -12,6 +12,7 @@ import typer
 
 from ecpa._files import write_new
 from ecpa._text import json_line, safe, show
+from ecpa.cli._app import one_command
 from ecpa.cli._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -60,7 +61,7 @@ def sign_command(
     password_file: PasswordFile = None,
     as_json: AsJson = False,
 ) -> None:
-    """Sign a statement: PREFIX.json gets the canonical payload, PREFIX.jws the detached JWS.
+    """Sign a statement into PREFIX.json (its JCS payload) and PREFIX.jws (detached JWS).
 
     An invalid statement is refused with the code a verifier would give (exit 1). An
     encrypted key's passphrase comes from $ECPA_KEY_PASSWORD or --password-file.
@@ -127,8 +128,10 @@ def keygen_command(
     password_file: PasswordFile = None,
     as_json: AsJson = False,
 ) -> None:
-    """Make an Ed25519 key: KID.pem (PKCS#8, mode 0600, never over an existing file),
-    KID.pub.pem, and its trust entry (printed, and added to --trust when given).
+    """Make an Ed25519 key and its trust entry.
+
+    Writes KID.pem (PKCS#8, mode 0600, never over an existing file; encrypted with
+    --encrypt) and KID.pub.pem, and prints the trust entry (added to --trust when given).
 
     \b
     Examples:
@@ -168,6 +171,7 @@ trust_app = typer.Typer(
     help="Look after a trust store: list, add, disable, check.",
     epilog="\b\nExamples:\n  ecpa trust list trust.json\n  ecpa trust check trust.json",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 StoreArg = Annotated[Path, typer.Argument(help="The trust store file.")]
 
@@ -283,3 +287,7 @@ def trust_check(store: StoreArg, as_json: AsJson = False) -> None:
     if not as_json:
         typer.echo(f"OK {show(store)}: {keys} key(s), every rule holds")
     raise typer.Exit(EXIT_OK)
+
+
+sign_app = one_command(sign_command, "sign")
+keygen_app = one_command(keygen_command, "keygen")

@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 
 from ecpa._text import json_line, safe, when
+from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_OK, EvidenceDirs, db_from_env, fail_usage
 from ecpa.runtime import LaunchSummary, is_postgres_dsn, list_launches
 
-__all__ = ["LAUNCHES_EXAMPLES", "launches_command"]
+__all__ = ["LAUNCHES_EXAMPLES", "launches_app", "launches_command"]
 
 LAUNCHES_EXAMPLES = """\b
 Examples:
@@ -89,3 +90,6 @@ def launches_command(
         if not found.launches:
             typer.echo("no launches")
     raise typer.Exit(EXIT_OK)
+
+
+launches_app = one_command(launches_command, "launches", epilog=LAUNCHES_EXAMPLES)

@@ -9,34 +9,19 @@ import shlex
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ecpa._text import json_line, safe
-from ecpa.cli._common import fail_usage
+from ecpa.cli._app import one_command
+from ecpa.cli._common import Invocation, fail_usage
 from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
 from ecpa.runtime import Slot, plan_from_dict
 
-__all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "Invocation", "run_command"]
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """How the command line was started: :func:`ecpa.cli.main` hands it to every command as
-    click's context object (``ctx.obj``).
-
-    ``standalone`` is true for the installed ``ecpa`` script, a process that exits when the
-    command returns: after supervision, SIGINT/SIGTERM/SIGHUP/SIGQUIT stay ignored, so a late
-    signal cannot replace the command's exit status. In-process callers (tests, the demo)
-    get their handlers back instead: an ignored disposition would be inherited by their
-    children.
-    """
-
-    standalone: bool = False
+__all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "run_app", "run_command"]
 
 
 #: Everything after the first COMMAND word belongs to the command (`-c` of `python -c`
@@ -123,8 +108,10 @@ def run_command(
         ),
     ] = False,
 ) -> None:
-    """Run COMMAND under a fresh launch: a random launch id and challenge, the ECPA_*
-    binding in the command's environment, an enrollment socket through which each scheduler
+    """Run COMMAND under a fresh launch, its process tree supervised.
+
+    A fresh launch: a random launch id (or --launch-id) and challenge, the ECPA_* binding in
+    the command's environment, an enrollment socket through which each scheduler
     process of the launch enrolls its own key, and the whole process tree supervised.
     Exits with the command's status.
     """
@@ -190,3 +177,6 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+run_app = one_command(run_command, "run", epilog=RUN_EXAMPLES, context_settings=RUN_CONTEXT)

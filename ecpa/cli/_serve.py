@@ -8,10 +8,11 @@ from typing import Annotated
 
 import typer
 
+from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_OK, EvidenceDirs, fail_usage
 from ecpa.runtime import is_postgres_dsn
 
-__all__ = ["SERVE_EXAMPLES", "serve_command"]
+__all__ = ["SERVE_EXAMPLES", "serve_app", "serve_command"]
 
 SERVE_EXAMPLES = """\b
 Examples:
@@ -98,3 +99,6 @@ def serve_command(
     )
     serve(options, say=lambda line: typer.echo(line, err=True))
     raise typer.Exit(EXIT_OK)
+
+
+serve_app = one_command(serve_command, "serve", epilog=SERVE_EXAMPLES)

@@ -10,10 +10,11 @@ from typing import Annotated, Any
 import typer
 
 from ecpa._text import safe
+from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_OK, fail_usage
 from ecpa.runtime import EvidenceStore, ShipReport, is_postgres_dsn, ship_launch
 
-__all__ = ["SHIP_EXAMPLES", "ship_command"]
+__all__ = ["SHIP_EXAMPLES", "ship_app", "ship_command"]
 
 SHIP_EXAMPLES = """\b
 Examples:
@@ -50,7 +51,7 @@ def ship_command(
         float, typer.Option(help="Seconds between passes when following (0.05 to 60).")
     ] = 0.5,
 ) -> None:
-    """Copy each complete evidence line of a launch into the evidence store, exactly once.
+    """Copy each complete evidence line of a launch into the evidence store, once.
 
     Stores launch.json, trust.json and exit.json with the lines of every process log, so
     that `ecpa status --db DSN --launch-id ID` can judge the launch from any host.
@@ -95,3 +96,6 @@ def ship_command(
         f"{report.logs} log(s) in {report.passes} pass(es); {how}"
     )
     raise typer.Exit(EXIT_OK)
+
+
+ship_app = one_command(ship_command, "ship", epilog=SHIP_EXAMPLES)

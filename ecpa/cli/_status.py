@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ecpa._text import json_line, safe, when
+from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, read_json_object
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document, store_binding
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
@@ -23,7 +24,7 @@ from ecpa.runtime import (
     status_from_store,
 )
 
-__all__ = ["STATUS_EXAMPLES", "status_command"]
+__all__ = ["STATUS_EXAMPLES", "status_app", "status_command"]
 
 STATUS_EXAMPLES = """\b
 Examples:
@@ -173,3 +174,6 @@ def status_command(
         for reason in status.reasons:
             typer.echo(f"reason: {safe(reason.text)}")
     raise typer.Exit(EXIT_OK if status.effective else EXIT_INVALID)
+
+
+status_app = one_command(status_command, "status", epilog=STATUS_EXAMPLES)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from ecpa._text import json_line, show
+from ecpa.cli._app import one_command
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -212,3 +213,7 @@ def inspect_command(
                 typer.echo(f"UNVERIFIED {show(item.name)}: decoded only, nothing is checked")
                 typer.echo(json.dumps(shown, indent=2, ensure_ascii=True, allow_nan=False))
     raise typer.Exit(EXIT_OK)
+
+
+verify_app = one_command(verify_command, "verify", epilog=VERIFY_EXAMPLES)
+inspect_app = one_command(inspect_command, "inspect", epilog="Example: ecpa inspect evidence.jws")

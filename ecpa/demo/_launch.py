@@ -35,7 +35,7 @@ def launch_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
     """Launch, watch status turn true, stop, watch it turn false; one check per step."""
     command = [sys.executable, "-m", "dla_plugin.drive", "--seconds", "120", "--step-ms", "1"]
     args = ["run", "--evidence-dir", str(d / "runs"), "--grace", "5", "--", *command]
-    tour.say("\n# launch the DLA driver (a scheduler with the plugin inside) under ecpa run")
+    tour.act("launch")
     proc = spawn_ecpa(args, cwd=d, tour=tour)
     try:
         match = first_line(proc, _LAUNCHED, tour)
@@ -73,8 +73,9 @@ def slots_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
     per step."""
     launch_dir = _slots_launch(d, tour, timeout=timeout)
     if launch_dir is not None:
+        tour.act("audit")
         audit = ["audit", "--launch", str(launch_dir)]
-        why = "after the launch: when was it effective? (ecpa audit, from its evidence)"
+        why = "its intervals, and the gap the killed rank left, with its cause"
         tour.step(audit, 0, "process died (its evidence stopped)", why)
 
 
@@ -84,7 +85,7 @@ def _slots_launch(d: Path, tour: Tour, *, timeout: float) -> Path | None:
     command += ["--step-ms", "1"]
     args = ["run", "--evidence-dir", str(d / "runs2"), "--slots", "scheduler.0,scheduler.1"]
     args += ["--grace", "5", "--", *command]
-    tour.say("\n# a launch with two scheduler processes (data parallelism 2): one slot each")
+    tour.act("slots")
     proc = spawn_ecpa(args, cwd=d, tour=tour)
     try:
         match = first_line(proc, _LAUNCHED, tour)

@@ -90,7 +90,7 @@ class Served:
 def serving(evidence_dir: Path, tour: Tour) -> Iterator[Served | None]:
     """``ecpa serve --evidence-dir EVIDENCE_DIR`` on a free port while the block runs (None,
     having said why, where it cannot run here)."""
-    tour.say("\n# where operators look: ecpa serve (HTTP API, Prometheus metrics, a status page)")
+    tour.act("serve")
     if importlib.util.find_spec("uvicorn") is None or importlib.util.find_spec("fastapi") is None:
         tour.say("(skipped: the serve extra is not installed: pip install 'ecpa[serve]')")
         yield None

@@ -19,7 +19,7 @@ ARGS = ["--requests", "1000", "--seeds", "1", "--predictions", "exact"]
 
 def sim_step(tour: Tour) -> None:
     """Run the simulator once; one check: it ran on profiled time and printed every policy."""
-    tour.say("\n# does DLA pay off? the value simulator, steps timed as on an A100 80 GB")
+    tour.act("sim")
     tour.say("$ python -m dla_plugin.sim " + " ".join(shlex.quote(a) for a in ARGS))
     done = subprocess.run(  # noqa: S603 - our own interpreter and module, no shell
         [sys.executable, "-m", "dla_plugin.sim", *ARGS, "--quiet", "--jobs", "1"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
@@ -11,6 +12,7 @@ from typing import Any
 from ecpa.demo._launch import launch_loop, slots_loop
 from ecpa.demo._sim import sim_step
 from ecpa.demo._tour import Ecpa, Say, Tour
+from ecpa.errors import invalid_input
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
@@ -80,21 +82,42 @@ def _emit_own_evidence(d: Path, now: int, key: SigningKey) -> None:
     (d / "launch-binding.json").write_text(json.dumps(binding) + "\n")
 
 
-def run_demo(ecpa: Ecpa, say: Say) -> tuple[int, int]:
-    """Run the main job end to end in a temporary directory: make a key and a trust store,
-    sign a statement, verify it, tamper with it, replay it (each refusal shows its code),
-    judge a live launch, and ask the value simulator whether DLA pays off.
+def _kept(directory: Path) -> Path:
+    """``directory`` made if missing and required empty (``ecpa demo --keep DIR``)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        found = next(directory.iterdir(), None)
+    except OSError as exc:
+        raise invalid_input(f"expected to make --keep {directory}, found: {exc.strerror}") from None
+    if found is not None:
+        raise invalid_input(f"expected --keep {directory} empty or new, found {found.name} in it")
+    return directory.absolute()
+
+
+def run_demo(ecpa: Ecpa, say: Say, *, keep: Path | None = None) -> tuple[int, int]:
+    """Run the main job end to end in a temporary directory (``keep``: in that directory,
+    which must be empty, and left there): make a key and a trust store, sign a statement,
+    verify it, tamper with it, replay it (each refusal shows its code), judge a live launch,
+    and ask the value simulator whether DLA pays off.
 
     ``ecpa`` runs each command in this process and ``say`` prints the narrative. Returns
     how many steps behaved as the profile says, and how many there were.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a ``keep`` directory that is not empty.
     """
     now = int(time.time())
     tour = Tour(ecpa, say)
 
-    with tempfile.TemporaryDirectory(prefix="ecpa-demo-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ecpa-demo-"))
+        else:
+            tmp = str(_kept(keep))
         d = Path(tmp)
         trust, db = str(d / "trust.json"), str(d / "replay.db")
         say(f"ecpa demo in {d} (now={now})")
+        tour.act("evidence")
         tour.step(
             [
                 "keygen",
@@ -138,6 +161,7 @@ def run_demo(ecpa: Ecpa, say: Say) -> tuple[int, int]:
             "one byte of the payload changed",
         )
         tour.step([*verify, "--now", str(now + 3600)], 1, "ATTESTATION_EXPIRED", "an hour later")
+        tour.act("own")
         emitted = int(time.time())  # the steps above may take seconds on a loaded machine
         _emit_own_evidence(d, emitted, SigningKey.load(d / "demo-key.pem"))
         status = ["status", "--evidence", str(d / "launch-demo.jsonl"), "--trust", trust]
@@ -179,4 +203,6 @@ def run_demo(ecpa: Ecpa, say: Say) -> tuple[int, int]:
         launch_loop(d, tour)
         slots_loop(d, tour)
         sim_step(tour)
+        if keep is not None:
+            say(f"\neverything the demo made is in {d}: each command above runs again there")
     return sum(tour.checks), len(tour.checks)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ecpa.demo.acts import ACTS
 from ecpa.launcher.run import BINDING_NAMES
 
 __all__ = ["Ecpa", "Say", "Tour", "first_line", "spawn_ecpa"]
@@ -31,6 +32,10 @@ class Tour:
     ecpa: Ecpa
     say: Say
     checks: list[bool] = field(default_factory=list)
+
+    def act(self, name: str) -> None:
+        """Begin the act ``name`` of :data:`ecpa.demo.acts.ACTS`, saying its title."""
+        self.say(f"\n## {ACTS[name]}")
 
     def step(self, args: list[str], expect_exit: int, expect_text: str, why: str) -> None:
         """Run ``ecpa ARGS...``, show it and what it printed; one check: it exited with

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
+from ecpa.profile.ids import PROFILE_ID, STATEMENT_SCHEMA
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -23,8 +24,6 @@ __all__ = [
     "validate_input",
 ]
 
-STATEMENT_SCHEMA = "ecpa-attestation-statement/0.1"
-PROFILE_ID = "ecpa-jcs-jws-eddsa/0.1"
 
 #: An integer in [0, 2**53-1]; booleans are refused (strict mode).
 SafeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_SAFE_INTEGER)]
