@@ -10,6 +10,9 @@ docs/performance.md says what each ratio means):
 * ``ecpa verify --jobs 2`` against ``--jobs 1`` on a 100,000-record log (subprocesses);
 * peak memory of ``ecpa verify`` on a 1 GB log against a one-record log;
 * the observer's cost per DLA dispatch (``bench.observer``);
+* start-up of the ``ecpa`` script against ``python -c pass`` (``bench.startup``): ``--version``,
+  ``--help``, ``verify one.jws``, ``status --launch`` of a small real launch, and the floor of
+  the libraries alone;
 * shared state on PostgreSQL (``bench.shared``): fence acceptances against SQLite and memory,
   one process and four; ``ecpa status --db`` of 64 slots x 10 minutes against ``--launch``.
 
@@ -34,6 +37,7 @@ from bench.cli_logs import Workdir, jobs_row, memory_rows
 from bench.micro import micro_rows
 from bench.paired import Row, table
 from bench.shared import shared_rows
+from bench.startup import startup_rows
 
 OBSERVER_TARGET = observer.TARGET
 
@@ -105,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  --jobs row done ({time.monotonic() - started:.0f} s)", flush=True)
         rows += memory_rows(work, big, 1 if quick else 2)
         print(f"  memory rows done ({time.monotonic() - started:.0f} s)", flush=True)
+        rows += startup_rows(3 if quick else 21, Path(tmp), launch_seconds=2 if quick else 4)
+        print(f"  start-up rows done ({time.monotonic() - started:.0f} s)", flush=True)
         rows += shared_rows(quick=quick, tmp=Path(tmp), dsn=args.pg_dsn)
         print(f"  PostgreSQL rows done ({time.monotonic() - started:.0f} s)", flush=True)
     rows.append(observer_row(obs_rounds, obs_calls))

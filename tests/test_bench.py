@@ -38,6 +38,11 @@ BENCH_ROWS = [
     ("ecpa verify --jobs 2", "ecpa verify --jobs 1"),
     ("peak RSS, ", "the same on a 1-record log"),
     ("DLA dispatch with observer", "the same without observer"),
+    ("ecpa --version", "python -c pass"),
+    ("ecpa --help", "python -c pass"),
+    ("ecpa verify one.jws", "python -c pass"),
+    ("ecpa status --launch", "python -c pass"),
+    ("floor: typer, pydantic", "python -c pass"),
 ]
 #: The PostgreSQL rows (bench.shared), where a server can be started; else one row says so.
 SHARED_ROWS = [
@@ -76,12 +81,12 @@ def test_bench_table_prints_every_row(tmp_path: Path) -> None:
             baseline,
             out,
         )
-    assert len(rows) == 8 + len(shared), out  # peak RSS twice: --jobs 2 and --jobs 1
+    assert len(rows) == 13 + len(shared), out  # peak RSS twice: --jobs 2 and --jobs 1
     for r in rows:
         if r["verdict"] != "info":  # an info row may be skipped (no PyNaCl): no figures
             assert float(r["ratio"]) > 0, r
             assert "<=" in r["target"], r
-    assert re.search(rf"^{8 + len(shared)} rows in \d+ s", out, re.MULTILINE), out
+    assert re.search(rf"^{13 + len(shared)} rows in \d+ s", out, re.MULTILINE), out
     assert list(tmp_path.iterdir()) == []  # the logs were removed
 
 
@@ -162,3 +167,16 @@ def test_serve_bench_loads_the_endpoints_and_prints_its_rows() -> None:
         assert re.search(rf"^{re.escape(name)}\s+2 x 2\s+[\d,]+ req/s\s+p50 .* p99 ", out, re.M), (
             out
         )
+
+
+def test_startup_bench_prints_its_rows() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.startup", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    for name in ("ecpa --version", "ecpa verify one.jws", "ecpa status --launch", "floor:"):
+        assert re.search(rf"^{re.escape(name)}.*python -c pass", out, re.MULTILINE), out

@@ -12,7 +12,6 @@ import typer
 from ecpa._text import json_line, safe, when
 from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, read_json_object
-from ecpa.launcher.lifecycle import launch_dir_binding, status_document, store_binding
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
     expected_from_dict,
@@ -137,7 +136,10 @@ def status_command(
                 max_abstain=max_abstain,
                 save_checkpoints=now is None,  # a time of its own: leave shared checkpoints alone
             )
-            launch_doc = store_binding(db, launch_id) if as_json else None
+            if as_json:
+                from ecpa.launcher.lifecycle import store_binding
+
+                launch_doc = store_binding(db, launch_id)
         elif launch is not None:
             if trust is not None or binding is not None:
                 raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
@@ -151,7 +153,10 @@ def status_command(
                 max_abstain=max_abstain,
                 save_checkpoints=now is None,  # a time of its own: leave the checkpoints alone
             )
-            launch_doc = launch_dir_binding(launch) if as_json else None
+            if as_json:  # the lifecycle's stages: for --json only
+                from ecpa.launcher.lifecycle import launch_dir_binding
+
+                launch_doc = launch_dir_binding(launch)
         else:
             assert evidence is not None
             if trust is None or binding is None:
@@ -166,6 +171,8 @@ def status_command(
     if history.STOP.is_set():
         raise KeyboardInterrupt("interrupted: the history walked so far is saved")
     if as_json:
+        from ecpa.launcher.lifecycle import status_document
+
         typer.echo(json_line(status_document(status, launch_doc)))
     else:
         typer.echo(f"runtime_effective: {'true' if status.effective else 'false'}")

@@ -8,10 +8,11 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ecpa import verify_jobs
 from ecpa._text import json_line, show
 from ecpa.cli._app import one_command
 from ecpa.cli._common import (
@@ -28,8 +29,9 @@ from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.statement import validate_input
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime import ReplayFence, open_replay_fence
-from ecpa.verify_jobs import VerifyConfig, evidence_items, verify_in_process, verify_with_jobs
+
+if TYPE_CHECKING:
+    from ecpa.runtime import ReplayFence
 
 #: More workers than this is a mistake, not a speed-up (each is a process).
 MAX_JOBS = 256
@@ -138,14 +140,16 @@ def verify_command(
         advance = stack.enter_context(progress(None, "verifying"))
         fence: ReplayFence | None = None
         if replay_db is not None:
+            from ecpa.runtime import open_replay_fence
+
             durable = open_replay_fence(replay_db)
             stack.callback(durable.close)
             fence = durable
         if workers > 1:
-            config = VerifyConfig(
+            config = verify_jobs.VerifyConfig(
                 store.document, when, policy, expected, as_json, fence is not None
             )
-            tally = verify_with_jobs(
+            tally = verify_jobs.verify_with_jobs(
                 specs,
                 payload,
                 jobs=workers,
@@ -155,7 +159,7 @@ def verify_command(
                 advance=advance,
             )
         else:  # today's loop, in this process
-            tally = verify_in_process(
+            tally = verify_jobs.verify_in_process(
                 specs,
                 payload,
                 store=store,
@@ -198,7 +202,7 @@ def inspect_command(
     `ecpa verify` before acting on any of it. Exit status 0 unless an input is unreadable.
     """
     for spec in evidence:
-        for item in evidence_items(spec, payload, warn=_warn):
+        for item in verify_jobs.evidence_items(spec, payload, warn=_warn):
             shown: dict[str, Any] = {"input": item.input, "line": item.line, "verified": False}
             if item.evidence is None:
                 err = item.error

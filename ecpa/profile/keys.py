@@ -17,8 +17,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
@@ -128,6 +126,9 @@ class VerifyKey:
     @classmethod
     def from_pem(cls, data: bytes | str) -> VerifyKey:
         """From a PEM ``PUBLIC KEY`` (SubjectPublicKeyInfo) holding an Ed25519 key."""
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization  # PEM only: not on verify's path
+
         if isinstance(data, str):
             data = data.encode("utf-8")
         try:
@@ -150,6 +151,8 @@ class VerifyKey:
 
     def to_pem(self) -> bytes:
         """PEM SubjectPublicKeyInfo."""
+        from cryptography.hazmat.primitives import serialization  # PEM only: not on verify's path
+
         return self._key.public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
@@ -234,6 +237,9 @@ class SigningKey:
             EcpaError: ``ECPA_INVALID_KEY`` for unreadable PEM, another key type, an
                 encrypted key without a password or with a wrong one.
         """
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization  # PEM only: not on verify's path
+
         if isinstance(data, str):
             data = data.encode("utf-8")
         encrypted = is_encrypted_pem(data)
@@ -292,6 +298,8 @@ class SigningKey:
     def to_pem(self, password: bytes | None = None) -> bytes:
         """PEM PKCS#8: unencrypted, or with ``password`` an ``ENCRYPTED PRIVATE KEY``
         (PBES2, as OpenSSL reads it). Write it with mode 0600 either way."""
+        from cryptography.hazmat.primitives import serialization  # PEM only: not on verify's path
+
         encryption: serialization.KeySerializationEncryption = (
             serialization.BestAvailableEncryption(password)
             if password

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from ecpa.runtime.host.audit import Audit as Audit
     from ecpa.runtime.host.audit import audit_launch_dir as audit_launch_dir
     from ecpa.runtime.host.audit import audit_store as audit_store
-    from ecpa.runtime.host.audit import issued_at_of as issued_at_of
     from ecpa.runtime.host.audit_plot import plot_audit as plot_audit
     from ecpa.runtime.host.evidence_log import EvidenceLog as EvidenceLog
     from ecpa.runtime.host.launches import LAUNCH_DIR_NAME as LAUNCH_DIR_NAME
@@ -69,6 +68,7 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH as MAX_RECORD_LENGTH
     from ecpa.runtime.model.evidence import Evidence as Evidence
     from ecpa.runtime.model.evidence import evidence_digest as evidence_digest
+    from ecpa.runtime.model.evidence import issued_at_of as issued_at_of
     from ecpa.runtime.model.evidence import parse_record as parse_record
     from ecpa.runtime.model.evidence import read_log as read_log
     from ecpa.runtime.model.evidence import verify_evidence as verify_evidence
@@ -116,7 +116,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Audit": ("ecpa.runtime.host.audit", "Audit"),
     "audit_launch_dir": ("ecpa.runtime.host.audit", "audit_launch_dir"),
     "audit_store": ("ecpa.runtime.host.audit", "audit_store"),
-    "issued_at_of": ("ecpa.runtime.host.audit", "issued_at_of"),
+    "issued_at_of": ("ecpa.runtime.model.evidence", "issued_at_of"),
     "plot_audit": ("ecpa.runtime.host.audit_plot", "plot_audit"),
     "RECEIPT_SUBJECT": ("ecpa.runtime.host.receipt", "RECEIPT_SUBJECT"),
     "check_receipt": ("ecpa.runtime.host.receipt", "check_receipt"),

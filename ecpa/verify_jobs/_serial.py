@@ -4,13 +4,16 @@ gives byte for byte."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Binding, Policy
-from ecpa.runtime import ReplayFence, issued_at_of, verify_evidence
+from ecpa.runtime import issued_at_of, verify_evidence
 from ecpa.verify_jobs._inputs import Item, evidence_items
+
+if TYPE_CHECKING:
+    from ecpa.runtime import ReplayFence
 from ecpa.verify_jobs._results import Advance, Echo, Tally, ok_fields, render_result
 
 __all__ = ["verify_in_process"]

@@ -25,7 +25,7 @@ from ecpa.runtime.judge.records import check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.timeline import ProcessRecords
 from ecpa.runtime.model.enroll import LOG_NAME, kid_of_log, parse_kid
-from ecpa.runtime.model.evidence import LogLine, read_log
+from ecpa.runtime.model.evidence import LogLine, issued_at_of, read_log
 from ecpa.runtime.model.launch import (
     ExpectedLaunch,
     ended_from_bytes,
@@ -44,16 +44,6 @@ class Audit:
 
     report: dict[str, Any]
     processes: tuple[ProcessRecords, ...]
-
-
-def issued_at_of(payload: bytes) -> int | None:
-    """The ``issued_at`` a payload claims (None: not a JSON object with an integer there);
-    the signature over it is checked after, at that time."""
-    try:
-        value = parse_object(payload, what="payload").get("issued_at")
-    except EcpaError:
-        return None
-    return value if type(value) is int else None
 
 
 def records_of(

@@ -24,8 +24,8 @@ from ecpa.profile.sign import Signed, sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Statement
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import verify
-from ecpa.runtime.host.audit import issued_at_of
 from ecpa.runtime.judge.audit import report_bytes
+from ecpa.runtime.model.evidence import issued_at_of
 
 __all__ = [
     "RECEIPT_EVENT",

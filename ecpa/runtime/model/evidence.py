@@ -30,6 +30,7 @@ __all__ = [
     "RECORD_SCHEMA",
     "Evidence",
     "LogLine",
+    "issued_at_of",
     "parse_record",
     "read_log",
     "record_line",
@@ -314,3 +315,13 @@ def record_line(evidence: Evidence) -> bytes:
             f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found {len(line)}",
         )
     return line + b"\n"
+
+
+def issued_at_of(payload: bytes) -> int | None:
+    """The ``issued_at`` a payload claims (None: not a JSON object with an integer there);
+    the signature over it is checked after, at that time."""
+    try:
+        value = parse_object(payload, what="payload").get("issued_at")
+    except EcpaError:
+        return None
+    return value if type(value) is int else None
