@@ -11,7 +11,7 @@ import typer
 
 from ecpa._text import safe
 from ecpa.cli._app import one_command
-from ecpa.cli._common import EXIT_OK, fail_usage
+from ecpa.cli._common import EXIT_OK, AsJson, echo_json, fail_usage
 from ecpa.runtime import EvidenceStore, ShipReport, is_postgres_dsn, ship_launch
 
 __all__ = ["SHIP_EXAMPLES", "ship_app", "ship_command"]
@@ -50,11 +50,13 @@ def ship_command(
     interval: Annotated[
         float, typer.Option(help="Seconds between passes when following (0.05 to 60).")
     ] = 0.5,
+    as_json: AsJson = False,
 ) -> None:
     """Copy each complete evidence line of a launch into the evidence store, once.
 
     Stores launch.json, trust.json and exit.json with the lines of every process log, so
-    that `ecpa status --db DSN --launch-id ID` can judge the launch from any host.
+    that `ecpa status --db DSN --launch-id ID` can judge the launch from any host. With
+    --json, the last line is one object: launch_id, stored, logs, passes, outcome, notes.
     """
     if not is_postgres_dsn(db):
         raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
@@ -91,6 +93,12 @@ def ship_command(
         if stopping.is_set()
         else "done"
     )
+    if as_json:
+        counts = {"stored": report.stored, "logs": report.logs, "passes": report.passes}
+        echo_json(
+            {"launch_id": report.launch_id} | counts | {"outcome": how} | {"notes": report.notes}
+        )
+        raise typer.Exit(EXIT_OK)
     typer.echo(
         f"shipped launch {report.launch_id}: {report.stored} line(s) stored from "
         f"{report.logs} log(s) in {report.passes} pass(es); {how}"

@@ -287,6 +287,17 @@ def test_cli_ship_once_then_status_db_json(pg_dsn: str, tmp_path: Path) -> None:
     assert doc["runtime_effective"] is True
     assert doc["coverage"] == {"covered": 3, "slots": 3}
     assert {"code": "from_store", "text": REMOTE_NOTE} in doc["reasons"]
+    again = ecpa("ship", "--launch", written.directory, "--db", pg_dsn, "--once", "--json")
+    assert again.returncode == 0, again.stderr
+    (line,) = again.stdout.splitlines()
+    assert json.loads(line) == {
+        "launch_id": written.directory.name,
+        "stored": 0,  # everything was stored by the first run: exactly once
+        "logs": 3,
+        "passes": 1,
+        "outcome": "done",
+        "notes": [],
+    }
 
 
 @pytest.mark.parametrize(
