@@ -415,6 +415,7 @@ WHOLE_PROJECT_TESTS = frozenset(
         "test_files.py",
         "test_schemas.py",
         "test_deploy.py",
+        "test_wheel.py",
     }
 )
 
