@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from ecpa.cli import app, main
+from ecpa.demo.acts import ACTS
 from tests._cli_helpers import (
     OK_LINE,
     RUNNER,
@@ -52,9 +53,20 @@ UPSTREAM = CONFORMANCE / "upstream-ecpa-0.1" / "attestation-vectors.json"
 SCRIPT = Path(sys.executable).parent / "ecpa"
 
 
-def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
+def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    kept = tmp_path / "kept"  # --keep: everything stays, so its commands can be run again
+    assert main(["demo", "--keep", str(kept)]) == 0
     out = capsys.readouterr().out
+    # Each act says its title as it begins, in the order `ecpa demo --help` lists them.
+    titles = [line[3:] for line in out.splitlines() if line.startswith("## ")]
+    assert titles == list(ACTS.values())
+    assert f"everything the demo made is in {kept}" in out
+    assert {"trust.json", "evidence.jws", "evidence.json", "runs", "runs2"} <= {
+        p.name for p in kept.iterdir()
+    }
+    assert f"$ ecpa verify {kept / 'evidence.jws'} --trust {kept / 'trust.json'}" in out
+    again = ecpa_main("trust", "list", kept / "trust.json")  # the store as the demo left it
+    assert (again.status, again.out.split()[0]) == (0, "DISABLED")
     # 27 steps (the last: the DLA value simulator): 4 of ecpa serve (it listens, its API,
     # its metrics before and after a rank is killed), 1 of ecpa audit after the launch, 2
     # (ship, status --db) where PostgreSQL can be started
@@ -76,6 +88,24 @@ def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(
         r'ecpa_slot_covered\{launch_id="launch-[0-9a-f]{16}",slot="scheduler.1"\} 0.0', out
     )
+
+
+def test_demo_keep_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("not the demo's\n")
+    run = ecpa_main("demo", "--keep", tmp_path)
+    assert run.status == 2
+    assert "expected --keep" in run.err
+    assert "mine.txt" in run.err
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+
+
+def test_demo_help_lists_every_act() -> None:
+    run = ecpa_main("demo", "--help")
+    assert run.status == 0
+    shown = " ".join(run.out.split())
+    for number, title in enumerate(ACTS.values(), 1):
+        assert f"{number}. {' '.join(title.split())}" in shown, title
+    assert "--keep DIR" in run.out
 
 
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -367,3 +367,19 @@ def test_a_pid_reused_after_its_peer_exited_is_never_enrolled(
         assert json.loads((directory / "trust.json").read_text())["keys"] == []
         return
     pytest.skip("the pid could not be handed to a process of the launch in 10 tries")
+
+
+@pytest.mark.e2e
+def test_a_launch_deeper_than_a_socket_address_still_enrolls(
+    tmp_path: Path, launches: Launches
+) -> None:
+    """A launch directory whose ``enroll.sock`` path is longer than a Unix socket address
+    holds (108 bytes) still enrolls its processes: ``ecpa run`` binds through /proc's link
+    to the directory, and the observer connects the same way (before: no evidence at all,
+    each scheduler's enrollment failing with "AF_UNIX path too long")."""
+    deep = tmp_path / ("d" * 60) / "runs"
+    _proc, directory = launches.start(*DRIVE, evidence_dir=deep)
+    assert len(os.fsencode(directory / "enroll.sock")) > 108
+    doc = wait_status(directory, True)
+    assert doc["runtime_effective"] is True
+    launches.logs(directory)

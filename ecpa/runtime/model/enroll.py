@@ -16,6 +16,7 @@ request ``{"schema": "ecpa-enroll/0.2", "public_key_b64", "role", "ordinal", "pr
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import time
@@ -194,6 +195,10 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes:
     return data
 
 
+#: The longest path a Unix socket address holds (``sun_path`` is 108 bytes with its NUL).
+MAX_SOCKET_PATH = 107
+
+
 def enroll(path: str | Path, request: Request, *, timeout: float = 5.0) -> str:
     """Ask the supervisor listening at ``path`` to enroll ``request``; return the key id.
 
@@ -202,16 +207,26 @@ def enroll(path: str | Path, request: Request, *, timeout: float = 5.0) -> str:
             ``timeout`` seconds, or the supervisor refused (its reason is in the detail).
     """
     deadline = time.monotonic() + timeout
+    directory: int | None = None
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
             sock.settimeout(timeout)
-            sock.connect(str(path))
+            where = str(path)
+            if len(os.fsencode(where)) > MAX_SOCKET_PATH:
+                # Longer than a socket address holds (a launch deep in a tree): connect
+                # through /proc's link to the directory, as ecpa run binds it.
+                directory = os.open(Path(path).parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                where = f"/proc/self/fd/{directory}/{Path(path).name}"
+            sock.connect(where)
             sock.sendall(request_bytes(request))
             data = _read_line(sock, deadline)
     except (OSError, TimeoutError) as exc:
         raise invalid_input(
             f"expected the enrollment socket {path} to answer, found: {exc}"
         ) from None
+    finally:
+        if directory is not None:
+            os.close(directory)
     try:
         reply = parse_object(data.rstrip(b"\n"), what="enrollment reply")
     except EcpaError as exc:
