@@ -828,3 +828,67 @@ def test_a_version_1_store_is_brought_up_to_date_by_a_writer(pg_dsn: str, writte
         remote(pg_dsn, written)  # a reader does not change the store
     ship(pg_dsn, written)  # a writer upgrades it
     assert remote(pg_dsn, written).effective
+
+
+PW_ROLE, PW = "ecpa_pw", "pw-" + secrets.token_hex(8)
+
+
+def _password_role(pg_server: Any) -> str:
+    """A role that must give a password (scram-sha-256 in pg_hba.conf, reloaded), a schema
+    of its own; a DSN naming it without any password."""
+    import psycopg
+
+    if pg_server.directory is None:
+        pytest.skip("an outside server (ECPA_TEST_PG_DSN): its pg_hba.conf is not ours")
+    hba = pg_server.directory / "data" / "pg_hba.conf"
+    line = f"local all {PW_ROLE} scram-sha-256\n"
+    if line not in hba.read_text():
+        hba.write_text(line + hba.read_text())
+    schema = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (PW_ROLE,)).fetchone():
+            conn.execute(f"CREATE ROLE {PW_ROLE} LOGIN PASSWORD '{PW}'")
+        conn.execute(f"CREATE SCHEMA {schema} AUTHORIZATION {PW_ROLE}")
+        conn.execute("SELECT pg_reload_conf()")
+    dsn = pg_server.dsn.replace("postgresql://postgres@", f"postgresql://{PW_ROLE}@", 1)
+    return f"{dsn}&options=-csearch_path%3D{schema}"
+
+
+def test_libpq_password_file_and_variables_keep_the_password_off_the_command_line(
+    pg_server: Any, tmp_path: Path
+) -> None:
+    """Issue 27: a store that needs a password is reached with none in any argument: libpq's
+    own password file (PGPASSFILE, ~/.pgpass) and variables (PGPASSWORD) are honoured; with
+    neither, exit 2, and the refusal names the store, not a password."""
+    dsn = _password_role(pg_server)
+    assert PW not in dsn
+    written = live_launch(tmp_path, slots=1, records=5)
+    home = tmp_path / "home"
+    home.mkdir()
+    base = {**clean_env(), "HOME": str(home)}
+    base = {k: v for k, v in base.items() if not k.startswith("PG")}
+
+    def ship(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        args = ["ship", "--launch", str(written.directory), "--db", dsn, "--once"]
+        return subprocess.run(
+            [str(ECPA), *args], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+
+    refused = ship(base)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "ECPA_EVIDENCE_STORE" in refused.stderr
+    assert PW not in refused.stderr
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"*:*:*:{PW_ROLE}:{PW}\n")
+    passfile.chmod(0o600)
+    stored = ship({**base, "PGPASSFILE": str(passfile)})
+    assert stored.returncode == 0, stored.stderr
+    assert "5 line(s) stored" in stored.stdout
+    (home / ".pgpass").write_text(passfile.read_text())
+    (home / ".pgpass").chmod(0o600)
+    again = ship(base)  # ~/.pgpass, by libpq's own default
+    assert again.returncode == 0, again.stderr
+    assert "0 line(s) stored" in again.stdout
+    (home / ".pgpass").unlink()
+    by_variable = ship({**base, "PGPASSWORD": PW})
+    assert by_variable.returncode == 0, by_variable.stderr
