@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -109,7 +110,8 @@ AsJson = Annotated[bool, typer.Option("--json", help="The result as one JSON obj
 PasswordFile = Annotated[
     Path | None,
     typer.Option(
-        help="File whose first line is the key's passphrase (default: $ECPA_KEY_PASSWORD).",
+        help="File whose first line is the key's passphrase, - for standard input "
+        "(default: $ECPA_KEY_PASSWORD).",
         show_default=False,
     ),
 ]
@@ -117,15 +119,24 @@ PasswordFile = Annotated[
 UNLOCK_HINT = " (from $ECPA_KEY_PASSWORD or --password-file FILE)"
 
 
+#: The most of a password file read (its first line is the passphrase).
+MAX_PASSWORD_FILE = 64 * 1024
+
+
 def key_password(password_file: Path | None) -> bytes | None:
-    """The passphrase of a key: the first line of ``password_file``, else
-    ``$ECPA_KEY_PASSWORD``, else None. Never a flag's value, which ``ps`` would show."""
+    """The passphrase of a key: the first line of ``password_file`` (``-``: standard input),
+    else ``$ECPA_KEY_PASSWORD`` (its bytes as they are), else None. Never a flag's value,
+    which ``ps`` would show."""
     if password_file is not None:
-        line = read_input(password_file).split(b"\n", 1)[0].removesuffix(b"\r")
-        if not line:
+        if str(password_file) == "-":
+            data = sys.stdin.buffer.read(MAX_PASSWORD_FILE)
+        else:
+            data = read_input(password_file)
+        line = data.split(b"\n", 1)[0].removesuffix(b"\r")
+        if not line.strip():
             raise fail_usage(f"expected a passphrase in {password_file}, found an empty line")
         return line
-    return os.environ.get("ECPA_KEY_PASSWORD", "").encode() or None
+    return os.environb.get(b"ECPA_KEY_PASSWORD") or None
 
 
 def load_key(path: Path, password_file: Path | None) -> SigningKey:

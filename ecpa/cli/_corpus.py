@@ -21,6 +21,7 @@ corpus_app = typer.Typer(
     "  ecpa corpus generate corpus/ecpa-0.1",
     no_args_is_help=True,
     rich_markup_mode=None,
+    add_completion=False,
 )
 
 
@@ -48,7 +49,8 @@ def corpus_check(
       ecpa corpus check ../shared/conformance/upstream-ecpa-0.1/attestation-vectors.json
     """
     if builtin == bool(paths):
-        raise fail_usage("expected PATH... or --builtin (the package's own corpus), not both")
+        found = "both" if builtin else "neither"
+        raise fail_usage(f"expected PATH... or --builtin (the package's own corpus), found {found}")
     files = corpus_files([BUILTIN] if builtin else paths or [])
     total = failed = 0
     with progress(len(files), "corpus files") as advance:

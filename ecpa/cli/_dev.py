@@ -17,6 +17,7 @@ dev_app = typer.Typer(
     epilog='\b\nExample:\n  DSN=$(ecpa dev pg-up /tmp/ecpa-pg) && ecpa ship --db "$DSN" ...',
     no_args_is_help=True,
     rich_markup_mode=None,
+    add_completion=False,
 )
 DirArg = Annotated[Path, typer.Argument(metavar="DIR", help="The cluster's directory.")]
 
@@ -37,7 +38,7 @@ def pg_up(
     """
     try:
         dsn = pgcluster.up(directory, no_fsync=no_fsync, say=lambda s: typer.echo(s, err=True))
-    except pgcluster.ClusterError as exc:
+    except (pgcluster.ClusterError, OSError) as exc:
         raise fail_usage(str(exc)) from None
     if as_json:
         echo_json({"dsn": dsn, "directory": str(directory.absolute())})
@@ -50,5 +51,5 @@ def pg_down(directory: DirArg) -> None:
     """Stop the cluster `ecpa dev pg-up DIR` started (DIR stays: remove it yourself)."""
     try:
         typer.echo(pgcluster.down(directory), err=True)
-    except pgcluster.ClusterError as exc:
+    except (pgcluster.ClusterError, OSError) as exc:
         raise fail_usage(str(exc)) from None

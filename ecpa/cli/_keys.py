@@ -138,8 +138,10 @@ def keygen_command(
       ecpa keygen --issuer urn:ecpa:issuer:host-a --kid key-1 --trust trust.json
       ECPA_KEY_PASSWORD=... ecpa keygen --issuer urn:ecpa:issuer:host-a --kid key-2 --encrypt
     """
+    if password_file is not None and not encrypt:
+        raise fail_usage("expected --encrypt with --password-file (a key is encrypted only then)")
     password = key_password(password_file) if encrypt else None
-    if encrypt and password is None:
+    if encrypt and (password is None or not password.strip()):
         raise fail_usage(f"expected a passphrase for --encrypt{UNLOCK_HINT}, found none")
     key = SigningKey.generate()
     window = validity_window(not_before, not_after)
@@ -172,6 +174,7 @@ trust_app = typer.Typer(
     epilog="\b\nExamples:\n  ecpa trust list trust.json\n  ecpa trust check trust.json",
     no_args_is_help=True,
     rich_markup_mode=None,
+    add_completion=False,
 )
 StoreArg = Annotated[Path, typer.Argument(help="The trust store file.")]
 
@@ -273,9 +276,14 @@ def trust_check(store: StoreArg, as_json: AsJson = False) -> None:
     Example:
       ecpa trust check trust.json
     """
-    problems = document_problems(read_document(store))
-    keys = None if problems else len(TrustStore.load(store))
     code = ErrorCode.TRUST_STORE_CONFIG.value
+    try:
+        problems = document_problems(read_document(store))
+    except EcpaError as exc:
+        if not as_json:
+            raise
+        problems, code = [exc.detail], exc.code.value  # not even a document: one problem
+    keys = None if problems else len(TrustStore.load(store))
     if as_json:
         found = [{"code": code, "detail": problem} for problem in problems]
         echo_json({"store": str(store), "ok": not problems, "keys": keys, "problems": found})

@@ -11,15 +11,18 @@ __all__ = ["progress"]
 
 
 def _on_terminal() -> bool:
-    return sys.stderr.isatty() and os.environ.get("TERM", "") != "dumb"
+    """Standard error is a terminal and standard output is not (results going to a file or
+    a pipe): with both on the terminal the results scroll by themselves, and a bar would
+    have to take their lines over."""
+    return sys.stderr.isatty() and not sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
 
 
 @contextlib.contextmanager
 def progress(total: int | None, what: str) -> Iterator[Callable[[int], object]]:
     """A function to call with how many more ``what`` are done: it advances a bar (to
-    ``total``, or a pulsing one with the count and rate when unknown) drawn on standard
-    error while it is a terminal, and erased after; otherwise it does nothing, and rich is
-    not even imported."""
+    ``total``, or a pulsing one with the count when unknown) drawn on standard error while
+    it is a terminal and standard output is not, and erased after; otherwise it does
+    nothing, and rich is not even imported."""
     if not _on_terminal():
         yield lambda count: None
         return
@@ -27,12 +30,9 @@ def progress(total: int | None, what: str) -> Iterator[Callable[[int], object]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn(f"{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    # With standard output a terminal too, rich shows its lines above the bar (through
-    # standard error's console, the same terminal); else they must stay on standard output.
-    shared = sys.stdout.isatty()
     console = Console(stderr=True)
     with Progress(
-        *columns, console=console, transient=True, redirect_stdout=shared, redirect_stderr=False
+        *columns, console=console, transient=True, redirect_stdout=False, redirect_stderr=False
     ) as bar:
         task = bar.add_task(what, total=total)
         yield lambda count: bar.advance(task, count)

@@ -204,5 +204,8 @@ def run_demo(ecpa: Ecpa, say: Say, *, keep: Path | None = None) -> tuple[int, in
         slots_loop(d, tour)
         sim_step(tour)
         if keep is not None:
-            say(f"\neverything the demo made is in {d}: each command above runs again there")
+            say(
+                f"\neverything the demo made is in {d}: each command above runs again there, "
+                "but those of the throw-away PostgreSQL, which is stopped and removed"
+            )
     return sum(tour.checks), len(tour.checks)

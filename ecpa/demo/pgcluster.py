@@ -22,6 +22,7 @@ import pwd
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import urllib.parse
@@ -86,8 +87,34 @@ def _running(pg_ctl: str, data: Path) -> bool:
     return subprocess.run(argv, capture_output=True, check=False).returncode == 0  # noqa: S603
 
 
+#: What a cluster's directory holds; anything else there means it is someone else's.
+_OURS = frozenset({"data", "server.log", "dsn"})
+
+
 def _prepare(directory: Path) -> None:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """``directory`` made, or checked to be a real directory that is empty or holds only a
+    cluster of ours; mode 0700 either way (the socket in it trusts whoever reaches it)."""
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        st = None
+    try:
+        if st is None:
+            directory.mkdir(mode=0o700, parents=True)
+        elif not stat.S_ISDIR(st.st_mode):  # a symlink included: never followed
+            raise ClusterError(f"expected {directory} to be a directory, found another kind")
+        else:
+            extra = sorted(p.name for p in directory.iterdir() if p.name not in _OURS)
+            if extra:
+                raise ClusterError(
+                    f"expected {directory} new, empty or a cluster made by pg-up, "
+                    f"found {extra[0]!r} in it"
+                )
+        os.chmod(directory, 0o700)
+    except OSError as exc:
+        raise ClusterError(
+            f"expected to make {directory} (mode 0700), found: {exc.strerror}"
+        ) from None
     if os.geteuid() != 0:
         return
     try:

@@ -69,6 +69,7 @@ __all__ = [
     "DEFAULT_PLUGIN_ID",
     "EXIT_SCHEMA",
     "FORWARDED",
+    "PRIVATE_NAMES",
     "Launch",
     "LaunchExit",
     "Plan",
@@ -90,6 +91,10 @@ BINDING_NAMES = (*BINDING_ENV_NAMES, "ECPA_EMIT_INTERVAL_S")
 CLOCK_SKEW_S = 5
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
+
+
+#: Variables of ecpa's own that the launched command never gets.
+PRIVATE_NAMES = frozenset({"ECPA_KEY_PASSWORD"})
 
 
 def check_environment(environ: Mapping[str, str]) -> None:
@@ -237,7 +242,10 @@ def _new_launch(
         directory=directory,
         supervisor=boss,
         binding=MappingProxyType(binding),
-        env=MappingProxyType({**environ, **binding}),
+        # A key's passphrase is ecpa's own, never the command's (nothing it runs needs it).
+        env=MappingProxyType(
+            {**{k: v for k, v in environ.items() if k not in PRIVATE_NAMES}, **binding}
+        ),
         excluded=children_now(boss.pid),
         inode=inode,
     )

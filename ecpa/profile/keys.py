@@ -297,7 +297,14 @@ class SigningKey:
 
     def to_pem(self, password: bytes | None = None) -> bytes:
         """PEM PKCS#8: unencrypted, or with ``password`` an ``ENCRYPTED PRIVATE KEY``
-        (PBES2, as OpenSSL reads it). Write it with mode 0600 either way."""
+        (PBES2, as OpenSSL reads it). Write it with mode 0600 either way.
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_KEY`` for an empty password (never a silently
+                unencrypted key).
+        """
+        if password is not None and not password:
+            raise _bad("expected a non-empty passphrase to encrypt the key, found an empty one")
         from cryptography.hazmat.primitives import serialization  # PEM only: not on verify's path
 
         encryption: serialization.KeySerializationEncryption = (
@@ -320,7 +327,7 @@ class SigningKey:
 
 def is_encrypted_pem(data: bytes) -> bool:
     """Whether ``data`` is a PEM ``ENCRYPTED PRIVATE KEY`` (PKCS#8 with a passphrase)."""
-    return data.lstrip().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in data  # text may precede it (a PKCS#12 bag)
 
 
 def load_public_key(

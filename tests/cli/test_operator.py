@@ -305,6 +305,31 @@ def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, bytes, bytes]:
         os.close(leader)
 
 
+def _both_on_a_terminal(argv: list[str], cwd: Path) -> bytes:
+    """What ``argv`` writes with standard output and error on one pseudo-terminal."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=follower, stderr=follower, env=env)
+    os.close(follower)
+    seen = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the process and its terminal are gone
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.wait(timeout=60)
+        return seen
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+
+
 def _log(here: Path, records: int) -> Path:
     from tests._cli_helpers import signed
 
@@ -333,7 +358,118 @@ def test_a_progress_bar_on_a_terminal_and_nothing_on_a_pipe(here: Path) -> None:
     assert out.count(b"\nOK ") + out.startswith(b"OK ") == 3000  # results stay on stdout
     assert b"verifying" in err  # the bar, drawn on the terminal
     assert b"3000 verified, 0 failed" in err
+    both = _both_on_a_terminal(argv, here)  # results scroll on the terminal: no bar
+    assert both.count(b"OK ") == 3000
+    assert b"verifying" not in both
     piped = subprocess.run(argv, capture_output=True, timeout=120, cwd=here, check=False)
     assert piped.returncode == 0
     assert piped.stderr == b"3000 verified, 0 failed\n"  # no bar, no escape sequences
     assert piped.stdout == out
+
+
+# --- the adversarial review's findings ----------------------------------------------------
+
+
+def test_keygen_password_file_without_encrypt_is_refused(here: Path) -> None:
+    (here / "pw").write_text("secret\n")
+    run = ecpa_main("keygen", "--issuer", ISSUER, "--kid", "p1", "--password-file", "pw")
+    assert run.status == 2
+    assert "--encrypt" in run.err
+    assert not Path("p1.pem").exists()  # never an unencrypted key the user thought encrypted
+
+
+def test_keygen_encrypt_refuses_a_blank_passphrase(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ECPA_KEY_PASSWORD", "   ")
+    assert ecpa_main("keygen", "--issuer", ISSUER, "--kid", "b1", "--encrypt").status == 2
+    assert not Path("b1.pem").exists()
+    with pytest.raises(ecpa.EcpaError):
+        KEY_1.to_pem(b"")  # never a silently unencrypted key
+
+
+def test_an_encrypted_key_after_bag_attributes_is_read(here: Path) -> None:
+    """``openssl pkcs12 -nocerts`` writes "Bag Attributes" lines before the key."""
+    pem = b"Bag Attributes\n    localKeyID: 01 02\n" + KEY_1.to_pem(b"pw")
+    assert SigningKey.from_pem(pem, b"pw").public_key == KEY_1.public_key
+    with pytest.raises(ecpa.EcpaError) as info:
+        SigningKey.from_pem(pem)
+    assert "expected a passphrase" in info.value.detail
+
+
+def test_a_passphrase_that_is_not_utf8_is_used_as_bytes(here: Path) -> None:
+    passphrase = b"hunter2\xff"
+    (here / "enc.pem").write_bytes(KEY_1.to_pem(passphrase))
+    env = {**os.environ, "ECPA_KEY_PASSWORD": os.fsdecode(passphrase)}
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ecpa")),
+            "sign",
+            "st.json",
+            "--key",
+            "enc.pem",
+            "--out",
+            "ev",
+        ],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"hunter2" not in done.stderr
+
+
+def test_password_file_dash_reads_standard_input(here: Path) -> None:
+    (here / "enc.pem").write_bytes(KEY_1.to_pem(b"from stdin"))
+    args = ["sign", "st.json", "--key", "enc.pem", "--password-file", "-", "--out", "ev"]
+    run = ecpa_main(*args, stdin=b"from stdin\n")
+    assert run.status == 0, run
+
+
+def test_trust_check_json_gives_an_object_for_a_store_it_cannot_read(here: Path) -> None:
+    Path("notjson.json").write_text("[1, 2")
+    for store in ("notjson.json", "missing.json"):
+        run = ecpa_main("trust", "check", store, "--json")
+        assert run.status == 2
+        doc = _one_json(run.out)
+        assert (doc["store"], doc["ok"], doc["keys"]) == (store, False, None)
+        problems = doc["problems"]
+        assert isinstance(problems, list)
+        assert len(problems) == 1
+
+
+def test_dev_pg_up_refuses_what_is_not_a_new_or_own_directory(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o755)
+    (mine / "notes.txt").write_text("important\n")
+    run = ecpa_main("dev", "pg-up", mine)
+    assert run.status == 2
+    assert "notes.txt" in run.err
+    assert stat_mode(mine) == 0o755  # untouched
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert ecpa_main("dev", "pg-up", afile).status == 2
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    assert ecpa_main("dev", "pg-up", link).status == 2
+
+
+def test_pg_up_makes_an_existing_empty_directory_private() -> None:
+    import shutil
+    import tempfile
+
+    from ecpa.demo import pgcluster
+
+    empty = Path(tempfile.mkdtemp(prefix="ecpa-pg-mode-", dir="/tmp"))  # postgres reaches it
+    try:
+        empty.chmod(0o755)
+        pgcluster._prepare(empty)  # the step before initdb: the socket's directory
+        assert stat_mode(empty) == 0o700
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+
+
+def stat_mode(path: Path) -> int:
+    return os.stat(path).st_mode & 0o777

@@ -383,3 +383,21 @@ def test_a_launch_deeper_than_a_socket_address_still_enrolls(
     doc = wait_status(directory, True)
     assert doc["runtime_effective"] is True
     launches.logs(directory)
+
+
+@pytest.mark.e2e
+def test_the_launched_command_never_gets_a_key_passphrase(
+    tmp_path: Path, launches: Launches
+) -> None:
+    """``ECPA_KEY_PASSWORD`` is ecpa's own: ``ecpa run`` drops it from the command's
+    environment (nothing the command runs needs it, and a workload's logs or crash dumps
+    should never hold it)."""
+    out = tmp_path / "seen"
+    code = "import os, sys; open(sys.argv[1], 'w').write(repr(os.environ.get('ECPA_KEY_PASSWORD')))"
+    os.environ["ECPA_KEY_PASSWORD"] = "do-not-pass-on"
+    try:
+        proc, _directory = launches.start(sys.executable, "-c", code, str(out))
+    finally:
+        del os.environ["ECPA_KEY_PASSWORD"]
+    proc.wait(timeout=60)
+    assert out.read_text() == "None"
