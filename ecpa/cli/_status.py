@@ -9,19 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
+from ecpa import runtime  # names loaded on first use: each source loads its own part
 from ecpa._text import json_line, safe, when
 from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, read_json_object
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
-from ecpa.runtime import (
-    expected_from_dict,
-    history,
-    interruptible,
-    is_postgres_dsn,
-    status_from_files,
-    status_from_launch_dir,
-    status_from_store,
-)
 
 __all__ = ["STATUS_EXAMPLES", "status_app", "status_command"]
 
@@ -117,16 +109,16 @@ def status_command(
     launch_doc: dict[str, Any] | None = None  # launch.json (or --binding): the lifecycle
     # A monitor's timeout sends SIGTERM (a person, SIGINT): the history walks stop at their
     # next line boundary and are saved (RUNTIME.md "Bounded work"), then status exits 130.
-    with interruptible():
+    with runtime.interruptible():
         if db is not None:
             assert launch_id is not None
-            if not is_postgres_dsn(db):
+            if not runtime.is_postgres_dsn(db):
                 raise fail_usage(
                     "expected --db postgresql://..., found a value that is not such a URI"
                 )
             if binding is not None:
                 raise fail_usage("expected no --binding with --db (the store holds the launch)")
-            status = status_from_store(
+            status = runtime.status_from_store(
                 db,
                 launch_id,
                 now=now,  # None: the database server's clock
@@ -145,7 +137,7 @@ def status_command(
                 raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
             if not launch.is_dir():
                 raise fail_usage(f"expected a launch directory at {launch}, found none")
-            status = status_from_launch_dir(
+            status = runtime.status_from_launch_dir(
                 launch,
                 now=at,
                 replay_db=replay_db,
@@ -162,13 +154,13 @@ def status_command(
             if trust is None or binding is None:
                 raise fail_usage("expected --trust FILE and --binding FILE with --evidence")
             launch_doc = read_json_object(binding, "binding")
-            expected = expected_from_dict(launch_doc, f"binding {binding}")
+            expected = runtime.expected_from_dict(launch_doc, f"binding {binding}")
             if max_abstain is not None:
                 expected = replace(expected, max_abstain_s=max_abstain)
-            status = status_from_files(
+            status = runtime.status_from_files(
                 evidence, trust, expected, now=at, replay_db=replay_db, max_idle=max_idle
             )
-    if history.STOP.is_set():
+    if runtime.history.STOP.is_set():
         raise KeyboardInterrupt("interrupted: the history walked so far is saved")
     if as_json:
         from ecpa.launcher.lifecycle import status_document
