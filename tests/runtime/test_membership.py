@@ -81,7 +81,10 @@ def _holding(tmp_path: Path, command: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
     env["PYTHONPATH"] = str(ROOT)
     ecpa = Path(sys.executable).parent / "ecpa"
-    script = f"sleep 30 & exec {ecpa} run --grace 5 --evidence-dir {tmp_path / 'runs'} -- {command}"
+    # The agent's child holds no end of our stderr pipe: reading it to its end must wait
+    # for ecpa run and its command, never for this sleep (it cost 30 s a test).
+    agent = "sleep 30 </dev/null >/dev/null 2>&1 &"
+    script = f"{agent} exec {ecpa} run --grace 5 --evidence-dir {tmp_path / 'runs'} -- {command}"
     return subprocess.Popen(
         ["sh", "-c", script], env=env, stderr=subprocess.PIPE, text=True, process_group=0
     )
