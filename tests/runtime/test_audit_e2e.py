@@ -94,9 +94,13 @@ def test_audit_of_a_launch_whose_rank_1_was_killed(tmp_path: Path, launches: Lau
     assert report["startup_s"] is not None
     assert 0 <= report["startup_s"] <= 15
     assert report["exercised"] is False
-    # The launch-level intervals agree with every live sample away from a transition.
+    # The launch-level intervals agree with every live sample away from a transition. Live,
+    # a death shows at once (/proc); in hindsight up to a heartbeat window late (RUNTIME.md:
+    # no per-process exits are recorded), plus a second for whole-second times: a sample
+    # taken just after the kill may be false while the interval still runs (seen in CI).
     spans = report["effective_intervals"]
-    checked = [(t, ok) for t, ok in samples if not near_a_transition(spans, t, HEARTBEAT_S)]
+    margin = HEARTBEAT_S + 1
+    checked = [(t, ok) for t, ok in samples if not near_a_transition(spans, t, margin)]
     assert len(checked) > 5, (samples, spans)
     assert [(t, covered_at(spans, t)) for t, ok in checked] == checked
     # Exercised before the kill; the same report an hour later.
