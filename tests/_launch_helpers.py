@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -48,6 +49,17 @@ def ecpa_cmd(*args: str | Path, timeout: float = 60.0) -> subprocess.CompletedPr
         timeout=timeout,
         check=False,
     )
+
+
+def connect_unix(sock: socket.socket, path: Path) -> None:
+    """Connect ``sock`` to the Unix socket ``path`` through /proc's link to its directory,
+    so that a path longer than a socket address holds (108 bytes: pytest's temporary
+    directories under xdist are deep) still connects, as the observer does."""
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        sock.connect(f"/proc/self/fd/{fd}/{path.name}")
+    finally:
+        os.close(fd)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, step: float = 0.05) -> bool:

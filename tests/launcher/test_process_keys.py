@@ -28,6 +28,7 @@ from tests._launch_helpers import (
     PLAN,
     Launches,
     clean_env,
+    connect_unix,
     launches,
     status,
     wait_status,
@@ -213,7 +214,7 @@ def test_a_peer_that_hangs_up_early_never_kills_ecpa_run(
     for _ in range(20):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            conn.connect(str(sock_path))
+            connect_unix(conn, sock_path)
             conn.sendall(request)  # and hang up before the answer
     time.sleep(0.5)
     assert proc.poll() is None  # still supervising
@@ -268,7 +269,7 @@ def test_a_flood_of_silent_connections_neither_spins_nor_locks_out(
     try:
         for _ in range(80):
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            conn.connect(str(sock_path))
+            connect_unix(conn, sock_path)
             flood.append(conn)
         before = _cpu_ticks(proc.pid)
         time.sleep(2)
@@ -346,7 +347,7 @@ def test_a_pid_reused_after_its_peer_exited_is_never_enrolled(
         pid = os.fork()
         if pid == 0:  # the outsider: connects with the shared socket, and leaves
             try:
-                sock.connect(str(sock_path))
+                connect_unix(sock, sock_path)
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
