@@ -90,6 +90,15 @@ class Workdir:
         doc = {"schema": ecpa.TRUST_STORE_SCHEMA, "keys": [entry]}
         self.trust.write_text(json.dumps(doc), encoding="utf-8")
 
+    def pair(self, stem: str) -> Path:
+        """``STEM.jws`` beside its payload ``STEM.json``: one signed statement; the .jws."""
+        key = ecpa.SigningKey.from_seed(TEST_SEED)
+        signed = ecpa.sign(_statement(f"{stem}-nonce", evidence_digest(b"")), key)
+        (self.directory / f"{stem}.json").write_bytes(signed.payload)
+        jws = self.directory / f"{stem}.jws"
+        jws.write_text(signed.detached_jws + "\n")
+        return jws
+
     def log(self, name: str, records: int, *, distinct: int = 16) -> Path:
         """A log of ``records`` lines cycling through ``distinct`` signed small records."""
         lines = [_record(f"bench-{i}", b'{"seq":%d}' % i) for i in range(distinct)]

@@ -20,7 +20,7 @@ from ecpa.runtime.model.launch import Slot
 from ecpa.runtime.model.plan import Plan, launch_document
 from ecpa.runtime.model.process import LaunchEnvironment, ProcessIdentity
 
-__all__ = ["Written", "write_launch"]
+__all__ = ["Written", "environment", "process_signer", "write_launch"]
 
 HOST = "bench-host"
 BOOT = "boot-bench"
@@ -57,6 +57,41 @@ def _fake_proc(root: Path, processes: dict[object, ProcessIdentity]) -> Path:
     return proc
 
 
+PLAN_ID = "plan-bench"
+PLUGIN_ID = "org.vllm-hust.dla/victim-selector"
+DIGEST = "sha256:" + "7" * 64
+
+
+def _seed(slot: Slot) -> bytes:
+    """The TEST ONLY seed of the process key of ``slot``'s (first) process."""
+    return bytes([slot.ordinal % 256]) * 31 + b"k"
+
+
+def environment(directory: Path) -> LaunchEnvironment:
+    """The binding every process of the launch :func:`write_launch` wrote at ``directory``
+    holds (0.2: process keys, enrolled)."""
+    return LaunchEnvironment(
+        plan_id=PLAN_ID,
+        launch_id=directory.name,
+        challenge=CHALLENGE,
+        plugin_id=PLUGIN_ID,
+        artifact_digest=DIGEST,
+        issuer=ISSUER,
+        kid=None,
+        signing_key_file=None,
+        evidence_dir=directory / "evidence",
+        process_epoch=1,
+        enroll_socket=directory / "enroll.sock",
+    )
+
+
+def process_signer(slot: Slot, who: ProcessIdentity, seed: bytes | None = None) -> Signer:
+    """The signer of ``who`` in ``slot``, with its process key (default: the slot's seed,
+    as :func:`write_launch` gives the slot's first process)."""
+    key = ecpa.SigningKey.from_seed(_seed(slot) if seed is None else seed)
+    return Signer(key, kid_for(slot, who), slot, process_keys=True)
+
+
 def write_launch(
     root: Path,
     *,
@@ -74,9 +109,9 @@ def write_launch(
     shipper that checks it on this host); the fake ``/proc`` keeps the default one."""
     wanted = tuple(Slot("scheduler", i) for i in range(slots))
     plan = Plan(
-        plan_id="plan-bench",
-        plugin_id="org.vllm-hust.dla/victim-selector",
-        artifact_digest="sha256:" + "7" * 64,
+        plan_id=PLAN_ID,
+        plugin_id=PLUGIN_ID,
+        artifact_digest=DIGEST,
         issuer=ISSUER,
         emit_interval_s=interval,
         heartbeat_window_s=3 * interval,
@@ -92,34 +127,19 @@ def write_launch(
         plan, launch_id=launch_id, challenge=CHALLENGE, started_at=started, supervisor=supervisor
     )
     (directory / "launch.json").write_text(json.dumps(doc))
-    env = LaunchEnvironment(
-        plan_id=plan.plan_id,
-        launch_id=launch_id,
-        challenge=CHALLENGE,
-        plugin_id=plan.plugin_id,
-        artifact_digest=plan.artifact_digest,
-        issuer=ISSUER,
-        kid=None,
-        signing_key_file=None,
-        evidence_dir=directory / "evidence",
-        process_epoch=1,
-        enroll_socket=directory / "enroll.sock",
-    )
+    env = environment(directory)
     processes = {slot: ProcessIdentity(HOST, 1000 + slot.ordinal, 5000, BOOT) for slot in wanted}
-    writers = [
-        (slot, who, bytes([slot.ordinal % 256]) * 31 + b"k") for slot, who in processes.items()
-    ]
+    writers = [(slot, who, _seed(slot)) for slot, who in processes.items()]
     if twin:  # a second live process in slot 0, with a key of its own
         writers.append((wanted[0], ProcessIdentity(HOST, 2000, 5000, BOOT), b"t" * 32))
     entries = []
     for slot, who, seed in writers:
-        key = ecpa.SigningKey.from_seed(seed)
-        signer = Signer(key, kid_for(slot, who), slot, process_keys=True)
+        signer = process_signer(slot, who, seed)
         entries.append(
             {
                 "issuer": ISSUER,
                 "kid": signer.kid,
-                "public_key_b64": key.public_key.to_b64(),
+                "public_key_b64": signer.key.public_key.to_b64(),
                 "subjects": ["host-runtime"],
                 "enabled": True,
                 "not_before": started - 5,

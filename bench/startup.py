@@ -29,11 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import ecpa
+from bench.cli_logs import NOW, Workdir
 from bench.paired import Row, summarize, table
 
 TARGETS = {"--version": 4.0, "verify": 7.0, "status": 8.0, "--help": None, "floor": None}
-NOW = 1_800_000_000
 SCRIPT = Path(sys.executable).with_name("ecpa")
 FLOOR = (
     "import typer, typer._adapters, nacl.bindings\n"
@@ -58,47 +57,6 @@ def _time(argv: list[str], cwd: Path, expect: int) -> float:
     return took
 
 
-def _one_jws(tmp: Path) -> tuple[Path, Path]:
-    """evidence.jws (beside evidence.json) signed by a TEST ONLY key, and its trust store."""
-    key = ecpa.SigningKey.from_seed(bytes(range(32)))
-    statement = {
-        "schema": ecpa.STATEMENT_SCHEMA,
-        "profile": ecpa.PROFILE_ID,
-        "issuer": "urn:ecpa:issuer:bench",
-        "kid": "bench-key",
-        "subject": "host-runtime",
-        "plan_id": "plan-bench",
-        "launch_id": "launch-bench",
-        "plugin_id": "org.vllm-hust.dla/victim-selector",
-        "obligation": "victim-selection",
-        "event": "dispatch",
-        "challenge_nonce": "nonce-bench",
-        "artifact_digest": "sha256:" + "7" * 64,
-        "evidence_digest": "sha256:" + "8" * 64,
-        "process": {"host": "h", "role": "scheduler", "start_identity": "s", "ordinal": 0}
-        | {"epoch": 1},
-        "observed_at": NOW,
-        "issued_at": NOW,
-        "expires_at": NOW + 60,
-        "critical_claims": [],
-    }
-    signed = ecpa.sign(statement, key)
-    (tmp / "evidence.json").write_bytes(signed.payload)
-    (tmp / "evidence.jws").write_text(signed.detached_jws + "\n")
-    entry = {
-        "issuer": "urn:ecpa:issuer:bench",
-        "kid": "bench-key",
-        "public_key_b64": key.public_key.to_b64(),
-        "subjects": ["host-runtime"],
-        "enabled": True,
-        "not_before": 0,
-        "not_after": 2**53 - 1,
-    }
-    trust = tmp / "trust.json"
-    trust.write_text(json.dumps({"schema": ecpa.TRUST_STORE_SCHEMA, "keys": [entry]}))
-    return tmp / "evidence.jws", trust
-
-
 def _small_launch(tmp: Path, seconds: float) -> Path:
     """A real launch: ``ecpa run`` of the DLA driver for ``seconds``; its directory."""
     driver = [sys.executable, "-m", "dla_plugin.drive", "--seconds", str(seconds)]
@@ -118,7 +76,8 @@ def _small_launch(tmp: Path, seconds: float) -> Path:
 
 def startup_rows(rounds: int, tmp: Path, *, launch_seconds: float = 4.0) -> list[Row]:
     """The start-up rows (see the module's text)."""
-    jws, trust = _one_jws(tmp)
+    work = Workdir(tmp)
+    jws, trust = work.pair("one"), work.trust
     launch = _small_launch(tmp, launch_seconds)
     commands = {
         "--version": ([str(SCRIPT), "--version"], 0),

@@ -34,6 +34,7 @@ __all__ = [
     "COMMANDS",
     "SUMMARIES",
     "app",
+    "command_group",
     "demo_app",
     "one_command",
     "run_main",
@@ -77,12 +78,27 @@ SUMMARIES = {
 }
 
 
+#: How every sub-application is set: plain help (no rich markup), no completion options of
+#: its own (the root has them), no pretty tracebacks (``main`` reports failures).
+_SUB_APP: dict[str, Any] = {
+    "add_completion": False,
+    "rich_markup_mode": None,
+    "pretty_exceptions_enable": False,
+}
+
+
 def one_command(function: Callable[..., Any], name: str, **settings: Any) -> typer.Typer:
     """A ``typer.Typer`` holding the one command ``function`` (``settings``: its epilog,
     context settings), for :data:`COMMANDS`."""
-    one = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+    one = typer.Typer(**_SUB_APP)
     one.command(name, **settings)(function)
     return one
+
+
+def command_group(summary: str, epilog: str) -> typer.Typer:
+    """A ``typer.Typer`` for several commands under one name (``ecpa trust ...``), set as
+    :func:`one_command` sets one; with no command, it shows its help."""
+    return typer.Typer(help=summary, epilog=epilog, no_args_is_help=True, **_SUB_APP)
 
 
 class _Commands(TyperGroup):

@@ -9,19 +9,17 @@ from typing import Annotated
 import typer
 
 from ecpa._text import json_line, safe, show
+from ecpa.cli._app import command_group
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, AsJson, echo_json, fail_usage, read_json_object
 from ecpa.cli._progress import progress
 from ecpa.corpus.runner import BUILTIN, corpus_files, run_any, write
 
 __all__ = ["corpus_app"]
 
-corpus_app = typer.Typer(
-    help="Run conformance corpora.",
-    epilog="\b\nExamples:\n  ecpa corpus check --builtin\n  ecpa corpus check corpus/ecpa-0.1\n"
+corpus_app = command_group(
+    "Run conformance corpora.",
+    "\b\nExamples:\n  ecpa corpus check --builtin\n  ecpa corpus check corpus/ecpa-0.1\n"
     "  ecpa corpus generate corpus/ecpa-0.1",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    add_completion=False,
 )
 
 
@@ -70,7 +68,8 @@ def corpus_check(
                     typer.echo(f"ok {label}{show(r.id)}: {r.got}")
             total += len(results)
             failed += sum(not r.passed for r in results)
-            advance(1)
+            if advance is not None:
+                advance(1)
     typer.echo(f"{total - failed} passed, {failed} failed", err=as_json)
     raise typer.Exit(EXIT_OK if failed == 0 else EXIT_INVALID)
 

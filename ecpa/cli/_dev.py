@@ -7,17 +7,15 @@ from typing import Annotated
 
 import typer
 
+from ecpa.cli._app import command_group
 from ecpa.cli._common import AsJson, echo_json, fail_usage
 from ecpa.demo import pgcluster
 
 __all__ = ["dev_app"]
 
-dev_app = typer.Typer(
-    help="Tools for trying ecpa out: a throw-away PostgreSQL server.",
-    epilog='\b\nExample:\n  DSN=$(ecpa dev pg-up /tmp/ecpa-pg) && ecpa ship --db "$DSN" ...',
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    add_completion=False,
+dev_app = command_group(
+    "Tools for trying ecpa out: a throw-away PostgreSQL server.",
+    '\b\nExample:\n  DSN=$(ecpa dev pg-up /tmp/ecpa-pg) && ecpa ship --db "$DSN" ...',
 )
 DirArg = Annotated[Path, typer.Argument(metavar="DIR", help="The cluster's directory.")]
 

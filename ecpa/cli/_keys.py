@@ -12,7 +12,7 @@ import typer
 
 from ecpa._files import write_new
 from ecpa._text import json_line, safe, show
-from ecpa.cli._app import one_command
+from ecpa.cli._app import command_group, one_command
 from ecpa.cli._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -169,12 +169,9 @@ def keygen_command(
     typer.echo(json.dumps(entry, indent=2, ensure_ascii=False))
 
 
-trust_app = typer.Typer(
-    help="Look after a trust store: list, add, disable, check.",
-    epilog="\b\nExamples:\n  ecpa trust list trust.json\n  ecpa trust check trust.json",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    add_completion=False,
+trust_app = command_group(
+    "Look after a trust store: list, add, disable, check.",
+    "\b\nExamples:\n  ecpa trust list trust.json\n  ecpa trust check trust.json",
 )
 StoreArg = Annotated[Path, typer.Argument(help="The trust store file.")]
 

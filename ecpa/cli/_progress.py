@@ -18,13 +18,13 @@ def _on_terminal() -> bool:
 
 
 @contextlib.contextmanager
-def progress(total: int | None, what: str) -> Iterator[Callable[[int], object]]:
+def progress(total: int | None, what: str) -> Iterator[Callable[[int], object] | None]:
     """A function to call with how many more ``what`` are done: it advances a bar (to
     ``total``, or a pulsing one with the count when unknown) drawn on standard error while
-    it is a terminal and standard output is not, and erased after; otherwise it does
-    nothing, and rich is not even imported."""
+    it is a terminal and standard output is not, and erased after; otherwise None (no
+    call per item at all), and rich is not even imported."""
     if not _on_terminal():
-        yield lambda count: None
+        yield None
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

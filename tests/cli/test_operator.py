@@ -273,13 +273,17 @@ def test_verify_says_a_summary_after_several_items_only(here: Path) -> None:
         assert (run.status, run.err) == (1, "1 verified, 1 failed\n")
 
 
-def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, bytes, bytes]:
-    """``argv`` with standard error on a pseudo-terminal and standard output on a pipe."""
+def _on_a_terminal(
+    argv: list[str], cwd: Path, *, stdout_too: bool = False
+) -> tuple[int, bytes, bytes]:
+    """``argv`` with standard error on a pseudo-terminal and standard output in a file (a
+    pipe nobody reads would fill up), or on the terminal too (``stdout_too``): its status,
+    the file's bytes and the terminal's."""
     leader, follower = pty.openpty()
     env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
-    sink = (cwd / "stdout.txt").open("wb")  # a file: a pipe nobody reads would fill up
-    with sink:
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=sink, stderr=follower, env=env)
+    with (cwd / "stdout.txt").open("wb") as sink:
+        out = follower if stdout_too else sink
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=follower, env=env)
     os.close(follower)
     seen = b""
     try:
@@ -289,7 +293,7 @@ def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, bytes, bytes]:
             if ready:
                 try:
                     chunk = os.read(leader, 65536)
-                except OSError:
+                except OSError:  # EIO: the process and its terminal are gone
                     break
                 if not chunk:
                     break
@@ -298,31 +302,6 @@ def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, bytes, bytes]:
                 break
         status = proc.wait(timeout=30)
         return status, (cwd / "stdout.txt").read_bytes(), seen
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(leader)
-
-
-def _both_on_a_terminal(argv: list[str], cwd: Path) -> bytes:
-    """What ``argv`` writes with standard output and error on one pseudo-terminal."""
-    leader, follower = pty.openpty()
-    env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=follower, stderr=follower, env=env)
-    os.close(follower)
-    seen = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the process and its terminal are gone
-                break
-            if not chunk:
-                break
-            seen += chunk
-        proc.wait(timeout=60)
-        return seen
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -358,8 +337,9 @@ def test_a_progress_bar_on_a_terminal_and_nothing_on_a_pipe(here: Path) -> None:
     assert out.count(b"\nOK ") + out.startswith(b"OK ") == 3000  # results stay on stdout
     assert b"verifying" in err  # the bar, drawn on the terminal
     assert b"3000 verified, 0 failed" in err
-    both = _both_on_a_terminal(argv, here)  # results scroll on the terminal: no bar
-    assert both.count(b"OK ") == 3000
+    status, nothing, both = _on_a_terminal(argv, here, stdout_too=True)
+    assert (status, nothing) == (0, b"")
+    assert both.count(b"OK ") == 3000  # the results scroll on the terminal: no bar
     assert b"verifying" not in both
     piped = subprocess.run(argv, capture_output=True, timeout=120, cwd=here, check=False)
     assert piped.returncode == 0

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import ecpa
-from bench.launchdir import Written, write_launch
+from bench.launchdir import Written, environment, process_signer, write_launch
 from ecpa.runtime import EXIT_SCHEMA, audit_launch_dir, check_receipt, report_bytes, sign_receipt
 from tests._cli_helpers import ecpa_main
 
@@ -211,31 +211,16 @@ def test_verify_at_issue_accepts_an_ended_launchs_logs(tmp_path: Path, jobs: str
 def rewrite_log(written: Written, ordinal: int, items: list[tuple[int, int, int]]) -> None:
     """Replace slot ``scheduler.<ordinal>``'s log by records ``(seq, issued_at, selections)``
     signed with its process key, as bench.launchdir signs them."""
-    from bench.launchdir import CHALLENGE, ISSUER
-    from ecpa.observer.record import Signer, Window, build_evidence
-    from ecpa.runtime.model.enroll import kid_for, log_name
+    from ecpa.observer.record import Window, build_evidence
+    from ecpa.runtime.model.enroll import log_name
     from ecpa.runtime.model.evidence import record_line
     from ecpa.runtime.model.launch import Slot
-    from ecpa.runtime.model.process import LaunchEnvironment
 
     directory = written.directory
-    env = LaunchEnvironment(
-        plan_id="plan-bench",
-        launch_id=directory.name,
-        challenge=CHALLENGE,
-        plugin_id="org.vllm-hust.dla/victim-selector",
-        artifact_digest="sha256:" + "7" * 64,
-        issuer=ISSUER,
-        kid=None,
-        signing_key_file=None,
-        evidence_dir=directory / "evidence",
-        process_epoch=1,
-        enroll_socket=directory / "enroll.sock",
-    )
+    env = environment(directory)
     slot = Slot("scheduler", ordinal)
     who = written.processes[slot]
-    key = ecpa.SigningKey.from_seed(bytes([ordinal]) * 31 + b"k")
-    signer = Signer(key, kid_for(slot, who), slot, process_keys=True)
+    signer = process_signer(slot, who)
     with (directory / "evidence" / directory.name / log_name(signer.kid)).open("wb") as out:
         for seq, at, selections in items:
             window = Window(seq, selections + seq, selections, seq, 0, 0, at - 1, at, at, seq, at)
