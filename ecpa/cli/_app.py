@@ -78,13 +78,9 @@ SUMMARIES = {
 }
 
 
-#: How every sub-application is set: plain help (no rich markup), no completion options of
-#: its own (the root has them), no pretty tracebacks (``main`` reports failures).
-_SUB_APP: dict[str, Any] = {
-    "add_completion": False,
-    "rich_markup_mode": None,
-    "pretty_exceptions_enable": False,
-}
+#: Plain help, no pretty tracebacks (``run_main`` reports failures); completion on the root.
+_PLAIN: dict[str, Any] = {"rich_markup_mode": None, "pretty_exceptions_enable": False}
+_SUB_APP: dict[str, Any] = {**_PLAIN, "add_completion": False}
 
 
 def one_command(function: Callable[..., Any], name: str, **settings: Any) -> typer.Typer:
@@ -142,8 +138,7 @@ app = typer.Typer(
     epilog="Example: ecpa verify evidence.jws --trust trust.json",
     no_args_is_help=True,
     add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish)
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    **_PLAIN,
 )
 
 

@@ -273,14 +273,14 @@ def trust_check(store: StoreArg, as_json: AsJson = False) -> None:
     Example:
       ecpa trust check trust.json
     """
-    code = ErrorCode.TRUST_STORE_CONFIG.value
+    code, doc = ErrorCode.TRUST_STORE_CONFIG.value, None
     try:
-        problems = document_problems(read_document(store))
+        problems = document_problems(doc := read_document(store))
     except EcpaError as exc:
         if not as_json:
             raise
         problems, code = [exc.detail], exc.code.value  # not even a document: one problem
-    keys = None if problems else len(TrustStore.load(store))
+    keys = len(TrustStore.from_dict(doc)) if doc is not None and not problems else None
     if as_json:
         found = [{"code": code, "detail": problem} for problem in problems]
         echo_json({"store": str(store), "ok": not problems, "keys": keys, "problems": found})
