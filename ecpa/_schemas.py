@@ -1,4 +1,5 @@
-"""JSON Schemas of the statement and the trust-store document, generated from the models.
+"""JSON Schemas of the statement and the trust-store document, generated from their shapes,
+and of the corpus formats, generated from their pydantic models.
 
 ``schemas/`` holds the committed output; a test fails when the two drift apart.
 Regenerate with ``python -m ecpa._schemas schemas``.
@@ -15,11 +16,12 @@ from pydantic import BaseModel
 
 from ecpa._files import write_generated
 from ecpa.corpus.formats import AttestationVectors, TrustStoreVectors
+from ecpa.profile.shape import Shaped
 from ecpa.profile.statement import Statement
 from ecpa.profile.trust import TrustStoreDocument
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
-_MODELS: dict[str, tuple[type[BaseModel], str, str]] = {
+_MODELS: dict[str, tuple[type[BaseModel] | type[Shaped], str, str]] = {
     "statement.schema.json": (
         Statement,
         "ecpa-attestation-statement/0.1",
@@ -54,7 +56,11 @@ def generate() -> dict[str, str]:
     """File name -> schema text (sorted keys, two-space indent, final newline)."""
     out: dict[str, str] = {}
     for name, (model, ident, description) in _MODELS.items():
-        schema: dict[str, Any] = model.model_json_schema(by_alias=True)
+        schema: dict[str, Any] = (
+            model.json_schema()
+            if issubclass(model, Shaped)
+            else model.model_json_schema(by_alias=True)
+        )
         schema = {
             "$schema": _DIALECT,
             "$id": f"urn:ecpa:schema:{ident}",

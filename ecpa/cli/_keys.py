@@ -191,7 +191,7 @@ def trust_list(
     for trusted in loaded:
         e = trusted.entry
         if as_json:
-            typer.echo(json_line(e.model_dump(exclude_none=True)))
+            typer.echo(json_line(e.to_dict(omit_none=True)))
             continue
         state = "enabled" if e.enabled else "DISABLED"
         typer.echo(

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ecpa._files import write_generated
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.fence import MemoryReplayFence
-from ecpa.profile.statement import describe_validation
+from ecpa.profile.shape import ShapeError
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, verify
 
@@ -83,11 +81,11 @@ def _case_inputs(
         code=ErrorCode.INVALID_INPUT,
     )
     try:
-        binding = Binding(**case["binding"]) if case.get("binding") is not None else None
-        policy = Policy(**case["policy"]) if case.get("policy") is not None else DEFAULT_POLICY
-    except (ValidationError, TypeError) as exc:
-        found = describe_validation(exc, "case") if isinstance(exc, ValidationError) else exc
-        raise _bad_corpus(f"{where}: binding or policy: {found}") from None
+        raw_binding, raw_policy = case.get("binding"), case.get("policy")
+        binding = None if raw_binding is None else Binding.from_dict(raw_binding, "binding")
+        policy = DEFAULT_POLICY if raw_policy is None else Policy.from_dict(raw_policy, "policy")
+    except ShapeError as exc:
+        raise _bad_corpus(f"{where}: binding or policy: {exc}") from None
     return ident, expected, payload, jws, now, binding, policy, case.get("trust")
 
 

@@ -63,7 +63,7 @@ def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -
     """The raw counters record (schema ``ecpa-dispatch-counters/0.3``) as JCS bytes: a
     :class:`~ecpa.runtime.model.counters.Counters`, the very model a reader parses."""
     return Counters(
-        schema=COUNTERS_SCHEMA,
+        schema_=COUNTERS_SCHEMA,
         plugin_id=plugin_id,
         seq=window.seq,
         process=CountersProcess(

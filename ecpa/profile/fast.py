@@ -6,7 +6,7 @@ integers written as JCS writes them, the two digests, the profile's constants, n
 claims, and the statement's ``kid`` equal to the header's. Such bytes are strict JSON (one
 object, unique member names, integers checked below 2**53, valid UTF-8, hence no lone
 surrogate, nesting depth 2), are their own canonical form (JCS writes such strings raw and
-members in this order), and hold a statement the model accepts, so the full path would
+members in this order), and hold a statement the shape accepts, so the full path would
 return the very same :class:`~ecpa.profile.statement.Statement`. Anything else (any escape,
 another order, a wrong value) returns None and takes the full path, which decides and names
 the failing check: no error code comes from here. The property tests prove both paths equal
@@ -53,25 +53,23 @@ _MEMBERS = {
 
 def _require(holds: bool, what: str) -> None:
     """An invariant of this module, checked at import whatever ``-O`` says: a broken build
-    (the fast path out of step with the models), never bad input."""
+    (the fast path out of step with the shapes), never bad input."""
     if not holds:
         raise RuntimeError(f"ecpa.profile.fast: expected {what}")
 
 
-def _wire_names(model: type[Statement] | type[Process]) -> set[str]:
-    return {f.alias or name for name, f in model.model_fields.items()}
+def _wire_names(shape: type[Statement] | type[Process]) -> set[str]:
+    return set(shape.__wire__)
 
 
-# The patterns are written from the models' own members: one definition, checked here.
+# The patterns are written from the shapes' own members: one definition, checked here.
 _require(list(_MEMBERS) == sorted(_MEMBERS), "the statement's members in JCS order")
 _require(list(_PROCESS) == sorted(_PROCESS), "the process members in JCS order")
 _require(set(_MEMBERS) == _wire_names(Statement), "the statement pattern's members = Statement's")
 _require(set(_PROCESS) == _wire_names(Process), "the process pattern's members = Process's")
 _STATEMENT = re.compile("\\{" + ",".join(f'"{k}":{v}' for k, v in _MEMBERS.items()) + "\\}")
-_FIELDS = tuple(Statement.model_fields)
-_PROCESS_FIELDS = tuple(Process.model_fields)
-_FIELDS_SET = set(_FIELDS)
-_PROCESS_SET = set(_PROCESS_FIELDS)
+_FIELDS = tuple(f.attr for f in Statement.__fields__)
+_PROCESS_FIELDS = tuple(f.attr for f in Process.__fields__)
 _new = object.__new__
 _set = object.__setattr__
 
@@ -123,8 +121,8 @@ def _statement(
     epoch: int, observed_at: int, issued_at: int, expires_at: int,
 ) -> Statement:  # fmt: skip
     """The statement of values already known valid, the constants added: its fields and
-    its process's in the models' order (checked below, once, at import)."""
-    # What model_validate would return for values already known valid, without its cost.
+    its process's in the shapes' order (checked below, once, at import)."""
+    # What Statement.from_dict would return for values already known valid, without its cost.
     process = _new(Process)
     _set(
         process,
@@ -137,9 +135,6 @@ def _statement(
             "epoch": epoch,
         },
     )
-    _set(process, "__pydantic_fields_set__", _PROCESS_SET.copy())
-    _set(process, "__pydantic_extra__", None)
-    _set(process, "__pydantic_private__", None)
     result: Statement = _new(Statement)
     _set(
         result,
@@ -165,19 +160,16 @@ def _statement(
             "critical_claims": (),
         },
     )
-    _set(result, "__pydantic_fields_set__", _FIELDS_SET.copy())
-    _set(result, "__pydantic_extra__", None)
-    _set(result, "__pydantic_private__", None)
     return result
 
 
 _SAMPLE = _statement(
     "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", 0, 0, 0, 0, 0
 )
-_require(tuple(_SAMPLE.__dict__) == _FIELDS, "a built statement's fields in the model's order")
+_require(tuple(_SAMPLE.__dict__) == _FIELDS, "a built statement's fields in the shape's order")
 _require(
     tuple(_SAMPLE.process.__dict__) == _PROCESS_FIELDS,
-    "a built process's fields in the model's order",
+    "a built process's fields in the shape's order",
 )
 
 #: The ASCII characters JCS writes escaped: the controls, the quote and the backslash.

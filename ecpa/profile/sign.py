@@ -64,7 +64,8 @@ def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
         if len(payload) > jws.MAX_PAYLOAD_LENGTH:
             _check_size(payload)
     else:  # the full road walks the values more than once: on a copy of its own
-        payload, checked = _full_road(dict(data) if data is statement else data)
+        owned = data is not statement  # already a copy of its own
+        payload, checked = _full_road(data if owned else dict(data))
     header_b64 = jws.encode_header(checked.kid)
     # The signing input, as jws.signing_input writes it (inlined: this is the hot path).
     signature = key.sign(b".".join((header_b64.encode("ascii"), b64u_encode_ascii(payload))))

@@ -1,19 +1,18 @@
 """The ECPA 0.1 statement (PROFILE §1) and its checks (PROFILE §3 steps 14-17).
 
-The models are frozen pydantic models in strict mode: an integer is never a boolean or a
-string, a string is never a number. ``schemas/statement.schema.json`` is generated from
-:class:`Statement`.
+The statement and its process are frozen shapes (:mod:`ecpa.profile.shape`), strict: an
+integer is never a boolean or a string, a string is never a number.
+``schemas/statement.schema.json`` is generated from :class:`Statement`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
+from typing import Any, TypeVar
 
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.ids import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER
+from ecpa.profile.rules import ANY_TEXT, COUNT, TEXT, Array, Text
+from ecpa.profile.shape import Nested, Shaped, ShapeError, member
 
 __all__ = [
     "PROFILE_ID",
@@ -24,119 +23,61 @@ __all__ = [
     "validate_input",
 ]
 
-
-#: An integer in [0, 2**53-1]; booleans are refused (strict mode).
-SafeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_SAFE_INTEGER)]
-#: A non-empty string, compared code point by code point (no Unicode normalization).
-NonEmptyStr = Annotated[str, Field(strict=True, min_length=1)]
 #: ``sha256:`` followed by 64 lowercase hexadecimal digits.
-Sha256Digest = Annotated[str, Field(strict=True, pattern=r"^sha256:[0-9a-f]{64}$")]
-
-# No populate_by_name: the wire name "schema" is the only name a statement may use.
-_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
+SHA256_DIGEST = Text(min_length=0, pattern=r"^sha256:[0-9a-f]{64}$")
 
 
-class Process(BaseModel):
+class Process(Shaped):
     """The process a statement speaks for."""
 
-    model_config = _FROZEN
-
-    host: NonEmptyStr
-    role: NonEmptyStr
-    start_identity: NonEmptyStr
-    ordinal: SafeInt
-    epoch: SafeInt
+    host: str = member(TEXT)
+    role: str = member(TEXT)
+    start_identity: str = member(TEXT)
+    ordinal: int = member(COUNT)
+    epoch: int = member(COUNT)
 
 
-class Statement(BaseModel):
+class Statement(Shaped):
     """An ECPA 0.1 statement: exactly the 18 members of PROFILE §1.
 
-    ``schema`` is exposed as :attr:`statement_schema` (``schema`` is taken by pydantic).
+    ``schema`` is exposed as :attr:`statement_schema`.
     """
-
-    model_config = _FROZEN
 
     # Step 14 requires non-empty strings (as the reference's statement check does), and only
     # then does step 15 compare them with the constants: "" is INVALID_STATEMENT.
-    statement_schema: NonEmptyStr = Field(alias="schema")
-    profile: NonEmptyStr
-    issuer: NonEmptyStr
-    kid: NonEmptyStr
-    subject: NonEmptyStr
-    plan_id: NonEmptyStr
-    launch_id: NonEmptyStr
-    plugin_id: NonEmptyStr
-    obligation: NonEmptyStr
-    event: NonEmptyStr
-    challenge_nonce: NonEmptyStr
-    artifact_digest: Sha256Digest
-    evidence_digest: Sha256Digest
-    process: Process
-    observed_at: SafeInt
-    issued_at: SafeInt
-    expires_at: SafeInt
-    critical_claims: Annotated[
-        tuple[StrictStr, ...], Field(strict=False, json_schema_extra={"uniqueItems": True})
-    ]
-
-    @field_validator("critical_claims", mode="before")
-    @classmethod
-    def _array_only(cls, value: Any) -> Any:
-        # Lax mode would also take a set or a generator; a statement holds a JSON array.
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"expected an array of strings, found {type(value).__name__}")
-        return value
-
-    @field_validator("critical_claims")
-    @classmethod
-    def _unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            dup = next(v for i, v in enumerate(value) if v in value[:i])
-            raise ValueError(f"expected unique critical claims, found {dup!r} twice")
-        return value
-
-    def to_dict(self) -> dict[str, Any]:
-        """The statement as plain JSON values (the input of JCS)."""
-        data = self.model_dump(by_alias=True)
-        data["critical_claims"] = list(self.critical_claims)
-        return data
+    statement_schema: str = member(TEXT, wire="schema")
+    profile: str = member(TEXT)
+    issuer: str = member(TEXT)
+    kid: str = member(TEXT)
+    subject: str = member(TEXT)
+    plan_id: str = member(TEXT)
+    launch_id: str = member(TEXT)
+    plugin_id: str = member(TEXT)
+    obligation: str = member(TEXT)
+    event: str = member(TEXT)
+    challenge_nonce: str = member(TEXT)
+    artifact_digest: str = member(SHA256_DIGEST)
+    evidence_digest: str = member(SHA256_DIGEST)
+    process: Process = member(Nested(Process))
+    observed_at: int = member(COUNT)
+    issued_at: int = member(COUNT)
+    expires_at: int = member(COUNT)
+    critical_claims: tuple[str, ...] = member(Array(ANY_TEXT, unique=True, as_tuple=True))
 
 
-def describe_validation(exc: ValidationError, whole: str, *, every: bool = False) -> str:
-    """One line for the first problem pydantic found (``every``: all of them, joined by
-    "; "): where, what was expected, what was found. ``whole`` names the document when a
-    problem is at its top level."""
-    errors = exc.errors(include_url=False)
-    return "; ".join(describe_one_error(err, whole) for err in (errors if every else errors[:1]))
+_S = TypeVar("_S", bound=Shaped)
 
 
-def describe_one_error(err: Any, whole: str) -> str:
-    loc = ".".join(str(part) for part in err["loc"]) or whole
-    if err["type"] == "missing":
-        return f"expected member {loc!r}, found it missing"
-    if err["type"] == "extra_forbidden":
-        return f"expected only the specified members, found extra member {loc!r}"
-    if err["type"] == "value_error" and not err["loc"]:
-        return f"{whole}: {err['msg'].removeprefix('Value error, ')}"  # says what it found
-    found = repr(err.get("input"))
-    if len(found) > 60:
-        found = found[:57] + "..."
-    return f"member {loc!r}: {err['msg']}; found {found}"
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def validate_input(model: type[_M], values: dict[str, Any], what: str) -> _M:
-    """``model`` from ``values`` a user gave (a file, options), not evidence.
+def validate_input(shape: type[_S], values: dict[str, Any], what: str) -> _S:
+    """``shape`` from ``values`` a user gave (a file, options), not evidence.
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT``: ``what``, then what was expected and found.
     """
     try:
-        return model.model_validate(values)
-    except ValidationError as exc:
-        raise invalid_input(f"{what}: {describe_validation(exc, what)}") from None
+        return shape.from_dict(values, what)
+    except ShapeError as exc:
+        raise invalid_input(f"{what}: {exc}") from None
 
 
 def check_statement(obj: dict[str, Any], header_kid: str | None = None) -> Statement:
@@ -150,11 +91,9 @@ def check_statement(obj: dict[str, Any], header_kid: str | None = None) -> State
             (15), ``ATTESTATION_KEY_MISMATCH`` (16), ``ATTESTATION_UNKNOWN_CRITICAL_CLAIM`` (17).
     """
     try:
-        statement = Statement.model_validate(obj)
-    except ValidationError as exc:  # PROFILE §3 step 14
-        raise EcpaError(
-            ErrorCode.INVALID_STATEMENT, describe_validation(exc, "statement")
-        ) from None
+        statement = Statement.from_dict(obj, "statement")
+    except ShapeError as exc:  # PROFILE §3 step 14
+        raise EcpaError(ErrorCode.INVALID_STATEMENT, str(exc)) from None
     if statement.statement_schema != STATEMENT_SCHEMA:  # step 15
         raise EcpaError(
             ErrorCode.WRONG_PROFILE,

@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
+from typing import Any
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.keys import VerifyKey
-from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_one_error, describe_validation
+from ecpa.profile.rules import ANY_TEXT, COUNT, TEXT, Array, Const, Flag, Value
+from ecpa.profile.shape import Nested, Shaped, ShapeError, member
 from ecpa.profile.strict_json import parse_object
 
 __all__ = [
@@ -34,46 +33,38 @@ __all__ = [
 TRUST_STORE_SCHEMA = "ecpa-trust-store/0.1"
 MAX_TRUST_STORE_BYTES = 16 * 1024 * 1024
 
-# No populate_by_name: a document names its schema "schema", never "store_schema".
-_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-
-class TrustEntry(BaseModel):
+class TrustEntry(Shaped):
     """One trusted key, in the shape of the corpus's ``keys`` items.
 
     The key is given in exactly one form: ``public_key_b64`` (32 raw bytes, base64url),
     ``public_key_jwk`` (an RFC 8037 OKP JWK) or ``public_key_pem`` (PEM SubjectPublicKeyInfo).
     """
 
-    model_config = _CONFIG
+    issuer: str = member(TEXT)
+    kid: str = member(TEXT)
+    public_key_b64: str | None = member(ANY_TEXT, default=None, nullable=True)
+    public_key_jwk: dict[str, Any] | None = member(Value(), default=None, nullable=True)
+    public_key_pem: str | None = member(ANY_TEXT, default=None, nullable=True)
+    subjects: list[str] = member(Array(TEXT, min_items=1))
+    enabled: bool = member(Flag())
+    not_before: int = member(COUNT)
+    not_after: int = member(COUNT)
 
-    issuer: NonEmptyStr
-    kid: NonEmptyStr
-    public_key_b64: str | None = None
-    public_key_jwk: dict[str, Any] | None = None
-    public_key_pem: str | None = None
-    subjects: Annotated[list[NonEmptyStr], Field(min_length=1)]
-    enabled: StrictBool
-    not_before: SafeInt
-    not_after: SafeInt
-
-    @model_validator(mode="after")
-    def _coherent(self) -> TrustEntry:
+    def check_whole(self) -> str | None:
         forms = [
             name
             for name in ("public_key_b64", "public_key_jwk", "public_key_pem")
             if getattr(self, name) is not None
         ]
         if len(forms) != 1:
-            raise ValueError(
+            return (
                 "expected exactly one of public_key_b64, public_key_jwk, public_key_pem, "
                 f"found {forms or 'none'}"
             )
         if self.not_before > self.not_after:
-            raise ValueError(
-                f"expected not_before <= not_after, found {self.not_before} > {self.not_after}"
-            )
-        return self
+            return f"expected not_before <= not_after, found {self.not_before} > {self.not_after}"
+        return None
 
     def verify_key(self) -> VerifyKey:
         """The entry's checked public key. Raises ``EcpaError`` (``ECPA_INVALID_KEY``)."""
@@ -85,13 +76,11 @@ class TrustEntry(BaseModel):
         return VerifyKey.from_pem(self.public_key_pem)
 
 
-class TrustStoreDocument(BaseModel):
+class TrustStoreDocument(Shaped):
     """The trust store file: ``{"schema": "ecpa-trust-store/0.1", "keys": [...]}``."""
 
-    model_config = _CONFIG
-
-    store_schema: Literal["ecpa-trust-store/0.1"] = Field(alias="schema")
-    keys: list[TrustEntry]
+    store_schema: str = member(Const(TRUST_STORE_SCHEMA), wire="schema")
+    keys: list[TrustEntry] = member(Array(Nested(TrustEntry)))
 
 
 @dataclass(frozen=True)
@@ -168,9 +157,9 @@ class TrustStore:
             EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` naming the first problem.
         """
         try:
-            document = TrustStoreDocument.model_validate(doc)
-        except ValidationError as exc:
-            raise _config_error(describe_validation(exc, "document")) from None
+            document = TrustStoreDocument.from_dict(doc, "document")
+        except ShapeError as exc:
+            raise _config_error(str(exc)) from None
         return cls(document)
 
     @classmethod
@@ -195,7 +184,7 @@ class TrustStore:
 
     def to_dict(self) -> dict[str, Any]:
         """The document as plain JSON values."""
-        return self.document.model_dump(by_alias=True, exclude_none=True)
+        return self.document.to_dict()
 
 
 def read_document(path: str | Path, *, dir_fd: int | None = None) -> dict[str, Any]:
@@ -246,21 +235,22 @@ def document_problems(doc: Mapping[str, Any]) -> list[str]:
                 )
             else:
                 seen[ident] = index
+        found = TrustEntry.problems(raw, "entry")
+        if found:
+            problems.extend(f"{where}: {p}" for p in found)
+            whole_ran = any(p.startswith("entry: ") for p in found)  # the entry-level check
+            problems.extend(f"{where}: {p}" for p in _raw_problems(raw, window=not whole_ran))
+            continue
         try:
-            TrustEntry.model_validate(raw).verify_key()
-        except ValidationError as exc:
-            errors = exc.errors(include_url=False)
-            problems.extend(f"{where}: {describe_one_error(err, 'entry')}" for err in errors)
-            window_seen = any(not err["loc"] for err in errors)  # the entry-level check ran
-            problems.extend(f"{where}: {p}" for p in _raw_problems(raw, window=not window_seen))
+            TrustEntry.from_dict(raw, "entry").verify_key()
         except EcpaError as exc:
             problems.append(f"{where}: {exc.detail}")
     return problems
 
 
 def _raw_problems(raw: Any, *, window: bool) -> list[str]:
-    """Key and window problems of an entry whose other members already failed (pydantic
-    then skips the entry-level checks), so that none goes unseen."""
+    """Key and window problems of an entry whose other members already failed (the
+    entry-level checks then do not run), so that none goes unseen."""
     if not isinstance(raw, dict):
         return []
     start, end = raw.get("not_before"), raw.get("not_after")

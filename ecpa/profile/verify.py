@@ -5,43 +5,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import jws
 from ecpa.profile.fast import canonical_statement, frozen_instance
 from ecpa.profile.fence import ReplayFence
 from ecpa.profile.jcs import matches_canonical
-from ecpa.profile.statement import NonEmptyStr, SafeInt, Statement, check_statement
+from ecpa.profile.rules import COUNT, TEXT
+from ecpa.profile.shape import Shaped, member
+from ecpa.profile.statement import Statement, check_statement
 from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustedKey, TrustStore
 
 __all__ = ["Binding", "Policy", "Verified", "verify", "verify_encoded"]
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-
-class Policy(BaseModel):
+class Policy(Shaped):
     """Time policy, in whole seconds (PROFILE §3 steps 21-23). Defaults: 0, 300, 300."""
 
-    model_config = _CONFIG
-
-    clock_skew: SafeInt = 0
-    max_ttl: SafeInt = 300
-    max_observation_age: SafeInt = 300
+    clock_skew: int = member(COUNT, default=0)
+    max_ttl: int = member(COUNT, default=300)
+    max_observation_age: int = member(COUNT, default=300)
 
 
-class Binding(BaseModel):
+class Binding(Shaped):
     """The six values a statement must carry to count for this launch (PROFILE §3 step 24)."""
 
-    model_config = _CONFIG
-
-    plan_id: NonEmptyStr
-    launch_id: NonEmptyStr
-    plugin_id: NonEmptyStr
-    artifact_digest: NonEmptyStr
-    process_epoch: SafeInt
-    challenge_nonce: NonEmptyStr
+    plan_id: str = member(TEXT)
+    launch_id: str = member(TEXT)
+    plugin_id: str = member(TEXT)
+    artifact_digest: str = member(TEXT)
+    process_epoch: int = member(COUNT)
+    challenge_nonce: str = member(TEXT)
 
     def mismatches(self, statement: Statement) -> list[str]:
         """Names of the binding values ``statement`` does not carry."""

@@ -37,7 +37,7 @@ from tests.support import (
 )
 
 TAMPERED = (payload_of(statement()).replace(b"launch-1", b"launch-9"), signed()[1])
-BINDING = binding().model_dump()  # the binding statement() satisfies
+BINDING = binding().to_dict()  # the binding statement() satisfies
 
 
 @pytest.fixture

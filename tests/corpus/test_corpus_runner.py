@@ -28,7 +28,7 @@ from tests.support import (
 
 UPSTREAM = CONFORMANCE / "upstream-ecpa-0.1" / "attestation-vectors.json"
 OK = "OK"
-BINDING = binding().model_dump()  # the binding statement() satisfies
+BINDING = binding().to_dict()  # the binding statement() satisfies
 
 
 def case(

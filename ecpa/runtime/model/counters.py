@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.jcs import canonicalize
-from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_validation
+from ecpa.profile.rules import COUNT, TEXT
+from ecpa.profile.shape import Nested, Shaped, ShapeError, member
 from ecpa.profile.strict_json import parse_object
 
 __all__ = [
@@ -38,49 +37,47 @@ _ADDED = {
     COUNTERS_SCHEMA: ("last_dispatch_at", "changed", "last_selection_at"),
 }
 _VERSIONED = ("last_dispatch_at", "changed", "last_selection_at")
-_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 def _invalid(detail: str) -> EcpaError:
     return EcpaError(ErrorCode.INVALID_RECORD, detail)
 
 
-class CountersProcess(BaseModel):
+class CountersProcess(Shaped):
     """The process the counts are of."""
 
-    model_config = _STRICT
-    host: NonEmptyStr
-    pid: SafeInt
-    start_ticks: SafeInt
-    boot_id: NonEmptyStr
+    host: str = member(TEXT)
+    pid: int = member(COUNT)
+    start_ticks: int = member(COUNT)
+    boot_id: str = member(TEXT)
 
 
-class Counters(BaseModel):
+class Counters(Shaped):
     """One counters record: the dispatches of one process's plugin over a window, with the
     newest times (RUNTIME.md "Evidence record"). ``schema`` says which members it has."""
 
-    model_config = _STRICT
-    schema_: str = Field(alias="schema")  # "schema" shadows a pydantic attribute
-    plugin_id: NonEmptyStr
-    seq: SafeInt
-    process: CountersProcess
-    calls: SafeInt
-    selections: SafeInt
-    abstentions: SafeInt
-    failures: SafeInt
-    dropped: SafeInt
-    window_start: SafeInt
-    window_end: SafeInt
-    last_dispatch_at: SafeInt | None = None
-    changed: SafeInt | None = None
-    last_selection_at: SafeInt | None = None
+    schema_: str = member(TEXT, wire="schema")
+    plugin_id: str = member(TEXT)
+    seq: int = member(COUNT)
+    process: CountersProcess = member(Nested(CountersProcess))
+    calls: int = member(COUNT)
+    selections: int = member(COUNT)
+    abstentions: int = member(COUNT)
+    failures: int = member(COUNT)
+    dropped: int = member(COUNT)
+    window_start: int = member(COUNT)
+    window_end: int = member(COUNT)
+    last_dispatch_at: int | None = member(COUNT, default=None, nullable=True)
+    changed: int | None = member(COUNT, default=None, nullable=True)
+    last_selection_at: int | None = member(COUNT, default=None, nullable=True)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record as its JSON members: exactly those of its schema."""
-        doc = self.model_dump(by_alias=True)
-        for member in _VERSIONED:
-            if member not in _ADDED.get(self.schema_, ()):
-                del doc[member]
+    def to_dict(self, *, omit_none: bool = False) -> dict[str, Any]:
+        """The record as its JSON members: exactly those of its schema (null where a
+        member of its schema is None; ``omit_none`` is for the shapes' signature only)."""
+        doc = super().to_dict()
+        for name in _VERSIONED:
+            if name not in _ADDED.get(self.schema_, ()):
+                del doc[name]
         return doc
 
     def to_bytes(self) -> bytes:
@@ -105,16 +102,16 @@ def parse_counters(data: bytes) -> Counters:
             f"{COUNTERS_SCHEMA_01!r}), found {schema!r}"
         )
     added = _ADDED[schema]
-    for member in _VERSIONED:
-        if (member in added) != (member in obj):
-            want = "with" if member in added else "without"
-            raise _invalid(f"expected a {schema} record {want} member {member!r}")
+    for name in _VERSIONED:
+        if (name in added) != (name in obj):
+            want = "with" if name in added else "without"
+            raise _invalid(f"expected a {schema} record {want} member {name!r}")
     if "changed" in obj and obj["changed"] is None:
         raise _invalid("expected member 'changed' to be an integer, found null")
     try:
-        counters = Counters.model_validate(obj)
-    except ValidationError as exc:
-        raise _invalid(f"counters record: {describe_validation(exc, 'counters')}") from None
+        counters = Counters.from_dict(obj, "counters")
+    except ShapeError as exc:
+        raise _invalid(f"counters record: {exc}") from None
     if schema == COUNTERS_SCHEMA:
         _check_consistent(counters)
     return counters

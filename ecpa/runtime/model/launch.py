@@ -20,11 +20,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.statement import NonEmptyStr, SafeInt, describe_validation
+from ecpa.profile.rules import COUNT, TEXT
+from ecpa.profile.shape import Shaped, ShapeError, member
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER, parse_object
 from ecpa.runtime.model.membership import Membership
 from ecpa.runtime.model.process import ProcessIdentity
@@ -60,7 +59,6 @@ LAUNCH_SUBJECT = "host-runtime"
 _MAX_CONFIG_BYTES = 1 << 20
 #: The largest launch.json, exit.json (or trust.json as shipped) read.
 MAX_LAUNCH_FILE_BYTES = _MAX_CONFIG_BYTES
-_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 @dataclass(frozen=True, order=True)
@@ -170,16 +168,17 @@ class ExpectedLaunch:
         return Membership(self.supervisor.pid, self.excluded)
 
 
-class _LaunchDoc(BaseModel):
-    model_config = _STRICT
-    plan_id: NonEmptyStr
-    launch_id: NonEmptyStr
-    plugin_id: NonEmptyStr
-    artifact_digest: NonEmptyStr
-    process_epoch: SafeInt
-    challenge: NonEmptyStr
-    heartbeat_window_s: SafeInt = 3
-    max_abstain_s: SafeInt = 30
+class _LaunchDoc(Shaped):
+    """The members of a launch file that make its :class:`ExpectedLaunch`."""
+
+    plan_id: str = member(TEXT)
+    launch_id: str = member(TEXT)
+    plugin_id: str = member(TEXT)
+    artifact_digest: str = member(TEXT)
+    process_epoch: int = member(COUNT)
+    challenge: str = member(TEXT)
+    heartbeat_window_s: int = member(COUNT, default=3)
+    max_abstain_s: int = member(COUNT, default=30)
 
 
 def expected_from_dict(
@@ -187,19 +186,21 @@ def expected_from_dict(
 ) -> ExpectedLaunch:
     """An :class:`ExpectedLaunch` from a JSON object; ``extra`` names members allowed and
     ignored. Raises ``EcpaError`` (``ECPA_INVALID_INPUT``) naming what is wrong."""
-    allowed = set(_LaunchDoc.model_fields) | set(extra)
+    allowed = _LaunchDoc.__wire__ | set(extra)
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise invalid_input(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
     try:
-        launch = _LaunchDoc(**{k: v for k, v in doc.items() if k in _LaunchDoc.model_fields})
-    except ValidationError as exc:
-        raise invalid_input(f"{what}: {describe_validation(exc, what)}") from None
-    if launch.heartbeat_window_s == 0:  # SafeInt is already >= 0
+        launch = _LaunchDoc.from_dict(
+            {k: v for k, v in doc.items() if k in _LaunchDoc.__wire__}, what
+        )
+    except ShapeError as exc:
+        raise invalid_input(f"{what}: {exc}") from None
+    if launch.heartbeat_window_s == 0:  # a COUNT is already >= 0
         raise invalid_input(f"{what}: expected heartbeat_window_s >= 1, found 0")
     if launch.max_abstain_s == 0:
         raise invalid_input(f"{what}: expected max_abstain_s >= 1, found 0")
-    return ExpectedLaunch(**launch.model_dump(), judges_abstention="max_abstain_s" in doc)
+    return ExpectedLaunch(**launch.to_dict(), judges_abstention="max_abstain_s" in doc)
 
 
 _LAUNCH_EXTRA = ("schema", "issuer", "kid", "subject", "started_at", "emit_interval_s")

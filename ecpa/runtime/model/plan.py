@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from ecpa.errors import EcpaError, invalid_input
 from ecpa.profile.jcs import canonicalize
-from ecpa.profile.statement import SafeInt, Sha256Digest, describe_validation
+from ecpa.profile.pydantic_types import SafeInt, Sha256Digest, describe_validation
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER, parse_object
 from ecpa.runtime.model.launch import (
     DEFAULT_SLOTS,

@@ -1,0 +1,191 @@
+"""The rules of a shape's members (:mod:`ecpa.profile.shape`; a nested shape's is
+:class:`ecpa.profile.shape.Nested`): each checks one value
+strictly, says what it expected and what it found, and writes its JSON Schema.
+
+Strict means what PROFILE §2 and §5 ask: an integer is never a boolean, a string is never
+a number, an array is a JSON array (a list or a tuple), never a set.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ecpa.profile.strict_json import MAX_SAFE_INTEGER
+
+__all__ = [
+    "ANY_TEXT",
+    "COUNT",
+    "TEXT",
+    "Array",
+    "Const",
+    "Count",
+    "Flag",
+    "Rule",
+    "Text",
+    "Value",
+]
+
+
+class Rule:
+    """The rule of one member's value."""
+
+    expected: str = "a value"
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        """``value`` as the member holds it; on a problem, appended to ``problems``."""
+        raise NotImplementedError
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        """The member's JSON Schema (nested shapes go into ``defs``)."""
+        raise NotImplementedError
+
+    def _bad(self, value: Any, where: str, problems: list[str]) -> None:
+        found = repr(value)
+        if len(found) > 60:
+            found = found[:57] + "..."
+        problems.append(f"member {where!r}: expected {self.expected}; found {found}")
+
+
+class Text(Rule):
+    """A string (never a number), of at least ``min_length`` code points."""
+
+    def __init__(
+        self, *, min_length: int = 1, max_length: int | None = None, pattern: str | None = None
+    ) -> None:
+        self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
+        self._match = None
+        if pattern is not None:  # ^...$ of the whole string: "$" never before a final "\n"
+            if not (pattern.startswith("^") and pattern.endswith("$")):
+                raise ValueError(f"expected a pattern anchored with ^ and $, found {pattern!r}")
+            self._match = re.compile(pattern[1:-1]).fullmatch
+        if pattern is not None:
+            self.expected = f"a string matching {pattern}"
+        elif min_length == 1 and max_length is None:
+            self.expected = "a non-empty string"
+        elif max_length is None:
+            self.expected = (
+                f"a string of at least {min_length} characters" if min_length else "a string"
+            )
+        else:
+            self.expected = f"a string of {min_length} to {max_length} characters"
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        if (
+            type(value) is not str
+            or len(value) < self.min_length
+            or (self.max_length is not None and len(value) > self.max_length)
+            or (self._match is not None and self._match(value) is None)
+        ):
+            self._bad(value, where, problems)
+        return value
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "string"}
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        if self.min_length:
+            out["minLength"] = self.min_length
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
+        return out
+
+
+class Const(Rule):
+    """Exactly one string."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+        self.expected = repr(value)
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        if type(value) is not str or value != self.value:
+            self._bad(value, where, problems)
+        return value
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"const": self.value, "type": "string"}
+
+
+class Count(Rule):
+    """An integer (never a boolean) in [``minimum``, ``maximum``]."""
+
+    def __init__(self, *, minimum: int = 0, maximum: int = MAX_SAFE_INTEGER) -> None:
+        self.minimum, self.maximum = minimum, maximum
+        self.expected = f"an integer in [{minimum}, {maximum}]"
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        if type(value) is not int or not self.minimum <= value <= self.maximum:
+            self._bad(value, where, problems)
+        return value
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"maximum": self.maximum, "minimum": self.minimum, "type": "integer"}
+
+
+class Flag(Rule):
+    """true or false (never 0 or 1)."""
+
+    expected = "a boolean"
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        if type(value) is not bool:
+            self._bad(value, where, problems)
+        return value
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+
+class Value(Rule):
+    """A JSON object of any members (its rules are checked elsewhere, e.g. a JWK's)."""
+
+    expected = "an object"
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        if type(value) is not dict:
+            self._bad(value, where, problems)
+        return value
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"additionalProperties": True, "type": "object"}
+
+
+class Array(Rule):
+    """An array, each item by ``item``; ``unique``: no item twice; ``as_tuple``: held as a
+    tuple (a frozen object's array), else as a list."""
+
+    def __init__(
+        self, item: Rule, *, min_items: int = 0, unique: bool = False, as_tuple: bool = False
+    ) -> None:
+        self.item, self.min_items, self.unique, self.as_tuple = item, min_items, unique, as_tuple
+        self.expected = "an array" + (
+            f" of at least {min_items} item" + "s" * (min_items != 1) if min_items else ""
+        )
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        # A tuple is what a frozen object holds; a set or a generator is no JSON array.
+        if not isinstance(value, (list, tuple)) or len(value) < self.min_items:
+            self._bad(value, where, problems)
+            return value
+        before = len(problems)
+        items = [self.item.check(item, f"{where}.{i}", problems) for i, item in enumerate(value)]
+        if self.unique and len(problems) == before and len(set(items)) != len(items):
+            dup = next(v for i, v in enumerate(items) if v in items[:i])
+            problems.append(f"member {where!r}: expected unique items, found {dup!r} twice")
+        return tuple(items) if self.as_tuple else items
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"items": self.item.schema(defs), "type": "array"}
+        if self.min_items:
+            out["minItems"] = self.min_items
+        if self.unique:
+            out["uniqueItems"] = True
+        return out
+
+
+#: The rules most members have: a non-empty string, an integer in [0, 2**53-1].
+TEXT = Text()
+COUNT = Count()
+#: Any string, "" included.
+ANY_TEXT = Text(min_length=0)
