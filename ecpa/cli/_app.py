@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperArgument, TyperGroup
+from typer.core import TyperGroup
 
 from ecpa import __version__
 from ecpa._text import safe
@@ -113,17 +113,6 @@ class _Commands(TyperGroup):
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         with formatter.section("Commands"):
             formatter.write_dl(list(SUMMARIES.items()))
-
-
-def _argument_type(self: TyperArgument, ctx: Any) -> str | None:
-    """An argument's help shows its metavar (``EVIDENCE...``, ``COMMAND``), not the Python
-    type typer derives (``<list[str]>``)."""
-    label = _typer_argument_type(self, ctx)
-    return None if label is None or "[" in label else label
-
-
-_typer_argument_type = TyperArgument.display_type_rich
-TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
 
 
 def version_line() -> str:

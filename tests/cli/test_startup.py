@@ -8,10 +8,13 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
 
+from bench.cli_logs import NOW, Workdir
+from bench.launchdir import write_launch
 from ecpa.cli import main
 from ecpa.cli._app import COMMANDS, SUMMARIES, version_line
 from tests._cli_helpers import ecpa_main
@@ -99,3 +102,33 @@ def test_each_summary_is_the_commands_own_first_sentence(name: str) -> None:
 def test_the_tables_agree_and_an_unknown_command_is_a_usage_error() -> None:
     assert list(COMMANDS) == list(SUMMARIES)
     assert main(["no-such-command"]) == 2
+
+
+def _pydantic(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core")}
+
+
+def test_verify_and_status_load_no_pydantic(tmp_path: Path) -> None:
+    """The two commands run most often never import pydantic (about 80 ms of start-up):
+    the statement, the trust store and the launch's records are shapes, and typer is below
+    0.29, which coerced each parameter through pydantic (docs/performance.md)."""
+    work = Workdir(tmp_path)
+    jws = work.pair("one")
+    status, out, modules = _loaded(
+        "verify", str(jws), "--trust", str(work.trust), "--now", str(NOW)
+    )
+    assert (status, out.split(" ")[0]) == (0, "OK")
+    assert _pydantic(modules) == set()
+    written = write_launch(tmp_path / "launches", slots=2, records=5, now=NOW)
+    status, out, modules = _loaded("status", "--launch", str(written.directory), "--now", str(NOW))
+    assert status in (0, 1)
+    assert out.startswith("runtime_effective: "), out
+    assert "slot scheduler.1" in out  # it read and judged the launch's evidence
+    assert _pydantic(modules) == set()
+    # What a failure needs is loaded only then: a bad binding file is still refused, in words.
+    (tmp_path / "bad.json").write_text('{"plan_id": ""}')
+    status, out, modules = _loaded(
+        "verify", str(jws), "--trust", str(work.trust), "--binding", str(tmp_path / "bad.json")
+    )
+    assert status == 2
+    assert _pydantic(modules) == set()
