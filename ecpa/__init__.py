@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ecpa.profile.jcs import canonicalize as canonicalize
     from ecpa.profile.keys import SigningKey as SigningKey
     from ecpa.profile.keys import VerifyKey as VerifyKey
+    from ecpa.profile.shape import ShapeError as ShapeError
     from ecpa.profile.sign import Signed as Signed
     from ecpa.profile.sign import sign as sign
     from ecpa.profile.statement import Process as Process
@@ -55,6 +56,7 @@ _EXPORTS = {
     "canonicalize": "ecpa.profile.jcs",
     "SigningKey": "ecpa.profile.keys",
     "VerifyKey": "ecpa.profile.keys",
+    "ShapeError": "ecpa.profile.shape",
     "Signed": "ecpa.profile.sign",
     "sign": "ecpa.profile.sign",
     "Process": "ecpa.profile.statement",
