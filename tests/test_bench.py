@@ -82,12 +82,12 @@ def test_bench_table_prints_every_row(tmp_path: Path) -> None:
             baseline,
             out,
         )
-    assert len(rows) == 13 + len(shared), out  # peak RSS twice: --jobs 2 and --jobs 1
+    assert len(rows) == 14 + len(shared), out  # peak RSS twice: --jobs 2 and --jobs 1
     for r in rows:
         if r["verdict"] != "info":  # an info row may be skipped (no PyNaCl): no figures
             assert float(r["ratio"]) > 0, r
             assert "<=" in r["target"], r
-    assert re.search(rf"^{13 + len(shared)} rows in \d+ s", out, re.MULTILINE), out
+    assert re.search(rf"^{14 + len(shared)} rows in \d+ s", out, re.MULTILINE), out
     assert list(tmp_path.iterdir()) == []  # the logs were removed
 
 

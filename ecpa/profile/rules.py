@@ -24,6 +24,7 @@ __all__ = [
     "Rule",
     "Text",
     "Value",
+    "shown",
 ]
 
 
@@ -40,11 +41,33 @@ class Rule:
         """The member's JSON Schema (nested shapes go into ``defs``)."""
         raise NotImplementedError
 
-    def _bad(self, value: Any, where: str, problems: list[str]) -> None:
-        found = repr(value)
-        if len(found) > 60:
-            found = found[:57] + "..."
-        problems.append(f"member {where!r}: expected {self.expected}; found {found}")
+    def _bad(self, value: Any, where: str, problems: list[str], expected: str = "") -> None:
+        problems.append(
+            f"member {where!r}: expected {expected or self.expected}; found {shown(value)}"
+        )
+
+
+def shown(value: Any) -> str:
+    """``value`` as a message shows it: its repr, cut to 60 characters."""
+    found = repr(value)
+    return found if len(found) <= 60 else found[:57] + "..."
+
+
+def _text(value: Any) -> Any:
+    """A ``str`` subclass (a ``StrEnum``'s member) as the plain ``str`` it holds; any other
+    value as it is."""
+    return str.__str__(value) if isinstance(value, str) and type(value) is not str else value
+
+
+def _encodable(value: str) -> bool:
+    """Whether ``value`` is Unicode text, without a lone surrogate (JSON cannot carry one)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Text(Rule):
@@ -58,7 +81,7 @@ class Text(Rule):
         if pattern is not None:  # ^...$ of the whole string: "$" never before a final "\n"
             if not (pattern.startswith("^") and pattern.endswith("$")):
                 raise ValueError(f"expected a pattern anchored with ^ and $, found {pattern!r}")
-            self._match = re.compile(pattern[1:-1]).fullmatch
+            self._match = re.compile(pattern).fullmatch
         if pattern is not None:
             self.expected = f"a string matching {pattern}"
         elif min_length == 1 and max_length is None:
@@ -71,6 +94,7 @@ class Text(Rule):
             self.expected = f"a string of {min_length} to {max_length} characters"
 
     def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        value = _text(value)
         if (
             type(value) is not str
             or len(value) < self.min_length
@@ -78,6 +102,8 @@ class Text(Rule):
             or (self._match is not None and self._match(value) is None)
         ):
             self._bad(value, where, problems)
+        elif not _encodable(value):
+            self._bad(value, where, problems, "a string without a lone surrogate")
         return value
 
     def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +125,7 @@ class Const(Rule):
         self.expected = repr(value)
 
     def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        value = _text(value)
         if type(value) is not str or value != self.value:
             self._bad(value, where, problems)
         return value
@@ -115,6 +142,8 @@ class Count(Rule):
         self.expected = f"an integer in [{minimum}, {maximum}]"
 
     def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        if isinstance(value, int) and type(value) not in (int, bool):
+            value = int.__index__(value)  # an IntEnum's member: the plain int it holds
         if type(value) is not int or not self.minimum <= value <= self.maximum:
             self._bad(value, where, problems)
         return value
@@ -140,12 +169,13 @@ class Flag(Rule):
 class Value(Rule):
     """A JSON object of any members (its rules are checked elsewhere, e.g. a JWK's)."""
 
-    expected = "an object"
+    expected = "an object with string member names"
 
     def check(self, value: Any, where: str, problems: list[str]) -> Any:
-        if type(value) is not dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             self._bad(value, where, problems)
-        return value
+            return value
+        return dict(value)  # a copy of its own: the caller's dict may change later
 
     def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
         return {"additionalProperties": True, "type": "object"}
@@ -164,15 +194,17 @@ class Array(Rule):
         )
 
     def check(self, value: Any, where: str, problems: list[str]) -> Any:
-        # A tuple is what a frozen object holds; a set or a generator is no JSON array.
-        if not isinstance(value, (list, tuple)) or len(value) < self.min_items:
+        # A tuple is what a frozen object holds (taken only for such a member); a set or a
+        # generator is no JSON array.
+        kinds = (list, tuple) if self.as_tuple else list
+        if not isinstance(value, kinds) or len(value) < self.min_items:
             self._bad(value, where, problems)
             return value
         before = len(problems)
         items = [self.item.check(item, f"{where}.{i}", problems) for i, item in enumerate(value)]
         if self.unique and len(problems) == before and len(set(items)) != len(items):
             dup = next(v for i, v in enumerate(items) if v in items[:i])
-            problems.append(f"member {where!r}: expected unique items, found {dup!r} twice")
+            problems.append(f"member {where!r}: expected unique items, found {shown(dup)} twice")
         return tuple(items) if self.as_tuple else items
 
     def schema(self, defs: dict[str, Any]) -> dict[str, Any]:

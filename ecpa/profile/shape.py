@@ -96,18 +96,18 @@ class Shaped:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        fields = []
-        for attr in inspect.get_annotations(cls):  # the class's own, in their order
+        fields = {f.attr: f for f in cls.__fields__}  # a parent shape's members first
+        for attr in inspect.get_annotations(cls):  # then the class's own, in their order
             spec = cls.__dict__.get(attr)
             if not isinstance(spec, _Member):
                 continue
-            fields.append(_Field(attr, spec.wire or attr, spec.rule, spec.default, spec.nullable))
+            fields[attr] = _Field(attr, spec.wire or attr, spec.rule, spec.default, spec.nullable)
             if spec.default is _NO_DEFAULT:
                 delattr(cls, attr)
             else:
                 setattr(cls, attr, spec.default)
-        cls.__fields__ = tuple(fields)
-        cls.__wire__ = frozenset(f.wire for f in fields)
+        cls.__fields__ = tuple(fields.values())
+        cls.__wire__ = frozenset(f.wire for f in cls.__fields__)
         dataclasses.dataclass(frozen=True, kw_only=True)(cls)
 
     def __post_init__(self) -> None:
@@ -147,7 +147,7 @@ class Shaped:
 
     @classmethod
     def _checked(cls: type[_S], doc: Any, where: str, problems: list[str], what: str = "") -> _S:
-        if type(doc) is not dict:
+        if not isinstance(doc, dict):
             place = f"member {where!r}: " if where else f"{what}: " if what else ""
             problems.append(f"{place}expected an object, found {type(doc).__name__}")
             return None  # type: ignore[return-value]  # never returned: problems is not empty

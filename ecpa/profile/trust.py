@@ -184,7 +184,7 @@ class TrustStore:
 
     def to_dict(self) -> dict[str, Any]:
         """The document as plain JSON values."""
-        return self.document.to_dict()
+        return self.document.to_dict(omit_none=True)
 
 
 def read_document(path: str | Path, *, dir_fd: int | None = None) -> dict[str, Any]:

@@ -49,6 +49,10 @@ def _library(modules: set[str]) -> set[str]:
     return {m for m in modules if m.startswith("ecpa") and m not in light}
 
 
+def _pydantic(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core")}
+
+
 def test_version_loads_neither_typer_nor_pydantic_nor_the_library() -> None:
     status, out, modules = _loaded("--version")
     assert (status, out) == (0, version_line() + "\n")
@@ -82,6 +86,7 @@ def test_a_command_imports_its_own_module_only(argv: list[str]) -> None:
         "ecpa.cli._app",
     }
     assert modules & others == set()
+    assert _pydantic(modules) == set()  # (a command's help, ecpa run's aside)
 
 
 def _first_sentence(text: str) -> str:
@@ -102,10 +107,6 @@ def test_each_summary_is_the_commands_own_first_sentence(name: str) -> None:
 def test_the_tables_agree_and_an_unknown_command_is_a_usage_error() -> None:
     assert list(COMMANDS) == list(SUMMARIES)
     assert main(["no-such-command"]) == 2
-
-
-def _pydantic(modules: set[str]) -> set[str]:
-    return {m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core")}
 
 
 def test_verify_and_status_load_no_pydantic(tmp_path: Path) -> None:

@@ -4,7 +4,10 @@ and the bridge into a pydantic model that holds one."""
 
 from __future__ import annotations
 
+import enum
 import json
+import re
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -15,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from ecpa.profile.rules import ANY_TEXT, COUNT, TEXT, Array, Const, Count, Flag, Text, Value
 from ecpa.profile.shape import Nested, Shaped, ShapeError, member
 from ecpa.profile.statement import Process, Statement
-from ecpa.profile.trust import TrustEntry, TrustStoreDocument
+from ecpa.profile.trust import TrustEntry, TrustStore, TrustStoreDocument
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime.model.counters import Counters
 from tests.support import statement as statement_dict
@@ -87,7 +90,7 @@ _NO_NAME: dict[str, Any] = {"inner": {"size": 3}}
         ({"tags": {"x"}}, "member 'tags': expected an array; found {'x'}"),
         ({"tags": [1]}, "member 'tags.0': expected a string; found 1"),
         ({"flag": 1}, "member 'flag': expected a boolean; found 1"),
-        ({"extra": []}, "member 'extra': expected an object; found []"),
+        ({"extra": []}, "member 'extra': expected an object with string member names; found []"),
         (_inner(size=7), "outer: expected flag with size 7"),
     ],
 )
@@ -231,3 +234,63 @@ def test_the_rules_say_what_they_expect() -> None:
     assert COUNT.expected == "an integer in [0, 9007199254740991]"
     assert Text(min_length=2, max_length=4).expected == "a string of 2 to 4 characters"
     assert Text(min_length=2).expected == "a string of at least 2 characters"
+
+
+class Kind(str, enum.Enum):
+    A = "a"
+
+
+class Size(enum.IntEnum):
+    THREE = 3
+
+
+def test_subclasses_of_str_int_and_dict_are_taken_as_the_plain_values_they_hold() -> None:
+    """As the pydantic models took them (strict mode takes subclasses): an enum's member
+    is held as its plain value, never as the enum."""
+    inner = Inner.from_dict(OrderedDict(name=Kind.A, size=Size.THREE), "inner")
+    assert (type(inner.name), type(inner.size)) == (str, int)
+    assert inner == Inner(name="a", size=3) == Inner(name=Kind.A, size=Size.THREE)
+    subclassed = type("S", (str,), {})("outer/1")
+    assert Outer.from_dict({**GOOD, "schema": subclassed}, "o").kind == "outer/1"
+
+
+def test_what_json_cannot_carry_is_refused() -> None:
+    assert problems({**GOOD, "inner": {"name": "\ud800", "size": 3}}) == [
+        "member 'inner.name': expected a string without a lone surrogate; found '\\ud800'"
+    ]
+    assert problems({**GOOD, "extra": {1: "x"}}) == [
+        "member 'extra': expected an object with string member names; found {1: 'x'}"
+    ]
+    said = "member 'subjects': expected an array of at least 1 item; found ('s',)"
+    with pytest.raises(ShapeError, match=re.escape(said)):
+        TrustEntry(issuer="i", kid="k", subjects=("s",), enabled=True, not_before=0, not_after=1)  # type: ignore[arg-type]
+    assert Outer.from_dict({**GOOD, "tags": ("x",)}, "o").tags == ("x",)  # held as a tuple
+
+
+def test_an_object_member_is_a_copy_of_its_own() -> None:
+    given_jwk = {"kty": "OKP"}
+    outer = Outer.from_dict({**GOOD, "extra": given_jwk}, "outer")
+    given_jwk["kty"] = "RSA"
+    assert outer.extra == {"kty": "OKP"}
+
+
+def test_a_shape_derived_from_a_shape_keeps_its_members() -> None:
+    class Wider(Inner):
+        colour: str = member(TEXT, default="red")
+
+    assert [f.attr for f in Wider.__fields__] == ["name", "size", "colour"]
+    assert Wider.from_dict({"name": "a", "size": 3}, "w").to_dict() == {
+        "name": "a",
+        "size": 3,
+        "colour": "red",
+    }
+    with pytest.raises(ShapeError, match="member 'size'"):
+        Wider(name="a", size=0)
+
+
+def test_the_trust_store_writes_no_null_for_an_absent_key_form() -> None:
+    from tests.support import trust_doc
+
+    doc = trust_doc()
+    assert "public_key_jwk" not in json.dumps(TrustStore.from_dict(doc).to_dict())
+    assert TrustStore.from_dict(doc).to_dict() == doc
