@@ -12,15 +12,20 @@ import pytest
 from tests.support import ROOT
 
 
-def test_observer_bench_prints_its_ratio() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.observer", "--quick"],
+def bench(module: str, *args: str, timeout: float = 300) -> str:
+    """What ``python -m MODULE ARGS`` prints; a non-zero exit fails the test."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=True,
     ).stdout
+
+
+def test_observer_bench_prints_its_ratio() -> None:
+    out = bench("bench.observer", "--quick", timeout=120)
     ratio = re.search(r"ratio with/without (\d+\.\d+) .* target <= 1\.10: (meets|MISSES)", out)
     assert ratio, out
     assert float(ratio.group(1)) > 0
@@ -58,14 +63,7 @@ SHARED_ROWS = [
 def test_bench_table_prints_every_row(tmp_path: Path) -> None:
     """``python -m bench --quick`` runs and prints each row with its medians, ratio, target
     and verdict. Figures are read, never asserted."""
-    out = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--tmp", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    ).stdout
+    out = bench("bench", "--quick", "--tmp", str(tmp_path), timeout=600)
     value = r"[\d,]+(?:\.\d+)? (?:us|s|MB)"
     row = re.compile(
         rf"^(?P<name>\S.*?)\s{{2,}}(?P<baseline>\S.*?)\s{{2,}}(?P<base>{value})\s+"
@@ -82,24 +80,18 @@ def test_bench_table_prints_every_row(tmp_path: Path) -> None:
             baseline,
             out,
         )
-    assert len(rows) == 14 + len(shared), out  # peak RSS twice: --jobs 2 and --jobs 1
+    expected = len(BENCH_ROWS) + 1 + len(shared)  # peak RSS twice: --jobs 2 and --jobs 1
+    assert len(rows) == expected, out
     for r in rows:
         if r["verdict"] != "info":  # an info row may be skipped (no PyNaCl): no figures
             assert float(r["ratio"]) > 0, r
             assert "<=" in r["target"], r
-    assert re.search(rf"^{14 + len(shared)} rows in \d+ s", out, re.MULTILINE), out
+    assert re.search(rf"^{expected} rows in \d+ s", out, re.MULTILINE), out
     assert list(tmp_path.iterdir()) == []  # the logs were removed
 
 
 def test_status_bench_prints_its_rows_and_the_same_answer() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.status", "--slots", "2", "--hours", "0.5", "--rounds", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    out = bench("bench.status", "--slots", "2", "--hours", "0.5", "--rounds", "1")
     for row in ("status, 2 slots x 0.5 h (warm)", "status, 2 slots x 0.5 h (cold)"):
         assert row in out, out
     # the figures are not asserted; the answer check is: status equals the full re-verification
@@ -127,14 +119,7 @@ def test_instruction_bench_names_its_rows_and_times_each_side(
 
 
 def test_dla_sim_bench_times_the_study_and_the_trace() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.dla_sim", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    ).stdout
+    out = bench("bench.dla_sim", "--quick", timeout=600)
     study = re.search(r"--predictions all, 1000 synthetic jobs, 3 seeds: (\d+\.\d) s", out)
     replay = re.search(r"--trace of 100 lines, --predictions all, 3 seeds: (\d+\.\d) s", out)
     assert study, out
@@ -145,24 +130,7 @@ def test_dla_sim_bench_times_the_study_and_the_trace() -> None:
 
 
 def test_serve_bench_loads_the_endpoints_and_prints_its_rows() -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.serve",
-            "--launches",
-            "2",
-            "--slots",
-            "2",
-            "--seconds",
-            "0.5",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    out = bench("bench.serve", "--launches", "2", "--slots", "2", "--seconds", "0.5")
     # the figures are not asserted; every request was answered 200 with a body, or it fails
     for name in ("/metrics", "one launch"):
         assert re.search(rf"^{re.escape(name)}\s+2 x 2\s+[\d,]+ req/s\s+p50 .* p99 ", out, re.M), (
@@ -171,14 +139,7 @@ def test_serve_bench_loads_the_endpoints_and_prints_its_rows() -> None:
 
 
 def test_startup_bench_prints_its_rows() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.startup", "--rounds", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    out = bench("bench.startup", "--rounds", "1")
     names = ("ecpa --version", "ecpa verify one.jws", "ecpa status --launch", "floor:", "not paid:")
     for name in names:
         assert re.search(rf"^{re.escape(name)}.*python -c pass", out, re.MULTILINE), out

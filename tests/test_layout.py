@@ -355,8 +355,8 @@ def test_the_fast_statement_pattern_is_checked_against_the_models() -> None:
     from ecpa.profile import fast
     from ecpa.profile.statement import Process, Statement
 
-    assert set(fast._MEMBERS) == fast._wire_names(Statement)
-    assert set(fast._PROCESS) == fast._wire_names(Process)
+    assert set(fast._MEMBERS) == Statement.__wire__
+    assert set(fast._PROCESS) == Process.__wire__
     with pytest.raises(RuntimeError, match="expected the drift caught"):
         fast._require(False, "the drift caught")
 

@@ -16,12 +16,12 @@ on generated statements and on every corpus case.
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import Any
 
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 
-__all__ = ["canonical_statement", "frozen_instance", "statement_payload"]
+__all__ = ["canonical_statement", "statement_payload"]
 
 _S = r'"([^"\\\x00-\x1f]+)"'  # a non-empty string JCS writes as it is
 _I = r"(0|[1-9][0-9]{0,15})"  # an integer as JCS writes it (checked <= 2**53-1 below)
@@ -58,32 +58,16 @@ def _require(holds: bool, what: str) -> None:
         raise RuntimeError(f"ecpa.profile.fast: expected {what}")
 
 
-def _wire_names(shape: type[Statement] | type[Process]) -> set[str]:
-    return set(shape.__wire__)
-
-
 # The patterns are written from the shapes' own members: one definition, checked here.
 _require(list(_MEMBERS) == sorted(_MEMBERS), "the statement's members in JCS order")
 _require(list(_PROCESS) == sorted(_PROCESS), "the process members in JCS order")
-_require(set(_MEMBERS) == _wire_names(Statement), "the statement pattern's members = Statement's")
-_require(set(_PROCESS) == _wire_names(Process), "the process pattern's members = Process's")
+_require(set(_MEMBERS) == Statement.__wire__, "the statement pattern's members = Statement's")
+_require(set(_PROCESS) == Process.__wire__, "the process pattern's members = Process's")
 _STATEMENT = re.compile("\\{" + ",".join(f'"{k}":{v}' for k, v in _MEMBERS.items()) + "\\}")
 _FIELDS = tuple(f.attr for f in Statement.__fields__)
 _PROCESS_FIELDS = tuple(f.attr for f in Process.__fields__)
 _new = object.__new__
 _set = object.__setattr__
-
-
-_T = TypeVar("_T")
-
-
-def frozen_instance(cls: type[_T], values: dict[str, Any]) -> _T:
-    """An instance of the frozen dataclass ``cls`` (not slotted) holding ``values``, one
-    per field in field order: what ``cls(**values)`` builds, in one assignment instead of
-    one ``object.__setattr__`` per field. The tests compare both."""
-    obj: _T = _new(cls)
-    _set(obj, "__dict__", values)
-    return obj
 
 
 def canonical_statement(payload: bytes, header_kid: str) -> Statement | None:

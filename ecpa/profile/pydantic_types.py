@@ -10,7 +10,7 @@ from pydantic import Field, ValidationError
 
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 
-__all__ = ["NonEmptyStr", "SafeInt", "Sha256Digest", "describe_one_error", "describe_validation"]
+__all__ = ["NonEmptyStr", "SafeInt", "Sha256Digest", "describe_validation"]
 
 #: An integer in [0, 2**53-1]; booleans are refused (strict mode).
 SafeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_SAFE_INTEGER)]
@@ -25,10 +25,10 @@ def describe_validation(exc: ValidationError, whole: str, *, every: bool = False
     "; "): where, what was expected, what was found. ``whole`` names the document when a
     problem is at its top level."""
     errors = exc.errors(include_url=False)
-    return "; ".join(describe_one_error(err, whole) for err in (errors if every else errors[:1]))
+    return "; ".join(_describe_one(err, whole) for err in (errors if every else errors[:1]))
 
 
-def describe_one_error(err: Any, whole: str) -> str:
+def _describe_one(err: Any, whole: str) -> str:
     loc = ".".join(str(part) for part in err["loc"]) or whole
     if err["type"] == "missing":
         return f"expected member {loc!r}, found it missing"

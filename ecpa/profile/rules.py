@@ -73,32 +73,26 @@ def _encodable(value: str) -> bool:
 class Text(Rule):
     """A string (never a number), of at least ``min_length`` code points."""
 
-    def __init__(
-        self, *, min_length: int = 1, max_length: int | None = None, pattern: str | None = None
-    ) -> None:
-        self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
+    def __init__(self, *, min_length: int = 1, pattern: str | None = None) -> None:
+        self.min_length, self.pattern = min_length, pattern
         self._match = None
         if pattern is not None:  # ^...$ of the whole string: "$" never before a final "\n"
             if not (pattern.startswith("^") and pattern.endswith("$")):
                 raise ValueError(f"expected a pattern anchored with ^ and $, found {pattern!r}")
             self._match = re.compile(pattern).fullmatch
-        if pattern is not None:
             self.expected = f"a string matching {pattern}"
-        elif min_length == 1 and max_length is None:
+        elif min_length == 1:
             self.expected = "a non-empty string"
-        elif max_length is None:
+        else:
             self.expected = (
                 f"a string of at least {min_length} characters" if min_length else "a string"
             )
-        else:
-            self.expected = f"a string of {min_length} to {max_length} characters"
 
     def check(self, value: Any, where: str, problems: list[str]) -> Any:
         value = _text(value)
         if (
             type(value) is not str
             or len(value) < self.min_length
-            or (self.max_length is not None and len(value) > self.max_length)
             or (self._match is not None and self._match(value) is None)
         ):
             self._bad(value, where, problems)
@@ -112,8 +106,6 @@ class Text(Rule):
             out["pattern"] = self.pattern
         if self.min_length:
             out["minLength"] = self.min_length
-        if self.max_length is not None:
-            out["maxLength"] = self.max_length
         return out
 
 

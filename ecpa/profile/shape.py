@@ -27,10 +27,21 @@ if TYPE_CHECKING or sys.version_info < (3, 11):  # pragma: no cover - 3.10
 else:
     from typing import dataclass_transform
 
-__all__ = ["Nested", "ShapeError", "Shaped", "member"]
+__all__ = ["Nested", "ShapeError", "Shaped", "frozen_instance", "member"]
 
 _NO_DEFAULT: Any = dataclasses.MISSING
 _S = TypeVar("_S", bound="Shaped")
+_T = TypeVar("_T")
+
+
+def frozen_instance(cls: type[_T], values: dict[str, Any]) -> _T:
+    """An instance of the frozen dataclass ``cls`` (not slotted) holding ``values``, one
+    per field in field order: what ``cls(**values)`` builds, in one assignment instead of
+    one ``object.__setattr__`` per field, and without ``__post_init__``'s checks (for
+    values already checked). The tests compare both."""
+    obj: _T = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    return obj
 
 
 class ShapeError(ValueError):
@@ -113,16 +124,9 @@ class Shaped:
     def __post_init__(self) -> None:
         """Built by keyword (``Binding(plan_id=...)``): the same checks as from a document.
         Raises :class:`ShapeError`."""
-        problems: list[str] = []
-        for f in self.__fields__:
-            value = getattr(self, f.attr)
-            if not (value is None and f.nullable):
-                held = f.rule.check(value, f.wire, problems)
-                if held is not value:
-                    object.__setattr__(self, f.attr, held)  # an array, held as the rule says
-        whole = None if problems else self.check_whole()
-        if problems or whole is not None:
-            raise ShapeError(problems or [f"{type(self).__name__}: {whole}"])
+        doc = {f.wire: getattr(self, f.attr) for f in self.__fields__}
+        checked = type(self).from_dict(doc, type(self).__name__)
+        object.__setattr__(self, "__dict__", checked.__dict__)  # values as the rules hold them
 
     def check_whole(self) -> str | None:
         """A rule across members, run when each member holds: the problem, or None."""
@@ -170,8 +174,7 @@ class Shaped:
                 problems.append(f"expected only the specified members, found extra member {at!r}")
         if len(problems) > before:
             return None  # type: ignore[return-value]  # never returned: problems is not empty
-        obj: _S = object.__new__(cls)  # checked above: no second pass by __post_init__
-        object.__setattr__(obj, "__dict__", values)
+        obj = frozen_instance(cls, values)  # checked above: no second pass by __post_init__
         whole = obj.check_whole()
         if whole is not None:
             problems.append(f"member {where!r}: {whole}" if where else f"{what}: {whole}")

@@ -7,11 +7,11 @@ from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import jws
-from ecpa.profile.fast import canonical_statement, frozen_instance
+from ecpa.profile.fast import canonical_statement
 from ecpa.profile.fence import ReplayFence
 from ecpa.profile.jcs import matches_canonical
 from ecpa.profile.rules import COUNT, TEXT
-from ecpa.profile.shape import Shaped, member
+from ecpa.profile.shape import Shaped, frozen_instance, member
 from ecpa.profile.statement import Statement, check_statement
 from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustedKey, TrustStore

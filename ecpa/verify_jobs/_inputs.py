@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 from ecpa._files import MAX_INPUT_BYTES, open_regular, read_input
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.fast import frozen_instance
+from ecpa.profile.shape import frozen_instance
 from ecpa.profile.strict_json import parse_object
 from ecpa.runtime import Evidence, parse_record, read_log
 

@@ -147,7 +147,7 @@ def test_frozen_instance_builds_what_the_constructor_builds() -> None:
     their constructors build, as frozen, with the same fields and repr."""
     import dataclasses
 
-    from ecpa.profile.fast import frozen_instance
+    from ecpa.profile.shape import frozen_instance
 
     signed = ecpa.sign(statement(), ecpa.SigningKey.from_seed(bytes(32)))
     built = ecpa.Signed(
