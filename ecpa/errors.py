@@ -47,6 +47,10 @@ class ErrorCode(str, Enum):
     #: The evidence store (PostgreSQL: ``ecpa ship``, ``ecpa status --db``) cannot be used:
     #: unreachable, a schema of another version, or no such launch in it (exit 2).
     EVIDENCE_STORE = "ECPA_EVIDENCE_STORE"
+    #: The host's evidence sink cannot record an event (no launch binding, a journal it
+    #: cannot write, its queue full, or the process shutting down): the host, in strict
+    #: mode, then fails closed and delivers no more (docs/host-evidence.md).
+    HOST_SINK = "ECPA_HOST_SINK"
 
     def __str__(self) -> str:
         return self.value

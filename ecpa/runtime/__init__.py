@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.counters import COUNTERS_SCHEMA as COUNTERS_SCHEMA
     from ecpa.runtime.model.counters import Counters as Counters
     from ecpa.runtime.model.counters import CountersProcess as CountersProcess
+    from ecpa.runtime.model.counters import HostCounts as HostCounts
     from ecpa.runtime.model.enroll import MAX_MESSAGE as MAX_MESSAGE
     from ecpa.runtime.model.enroll import Request as Request
     from ecpa.runtime.model.enroll import enroll as enroll
@@ -72,6 +73,26 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.evidence import parse_record as parse_record
     from ecpa.runtime.model.evidence import read_log as read_log
     from ecpa.runtime.model.evidence import verify_evidence as verify_evidence
+    from ecpa.runtime.model.host_event import DISPATCH_OUTCOMES as DISPATCH_OUTCOMES
+    from ecpa.runtime.model.host_event import HOST_ENV_PREFIX as HOST_ENV_PREFIX
+    from ecpa.runtime.model.host_event import HOST_EVENT_SCHEMA as HOST_EVENT_SCHEMA
+    from ecpa.runtime.model.host_event import SCHEDULER_ROLE as SCHEDULER_ROLE
+    from ecpa.runtime.model.host_event import SINK_TARGET as SINK_TARGET
+    from ecpa.runtime.model.host_event import HostEvent as HostEvent
+    from ecpa.runtime.model.host_event import ProcessClaim as ProcessClaim
+    from ecpa.runtime.model.host_event import check_binding as check_binding
+    from ecpa.runtime.model.host_event import host_line as host_line
+    from ecpa.runtime.model.host_event import parse_host_line as parse_host_line
+    from ecpa.runtime.model.host_ids import HostEventCode as HostEventCode
+    from ecpa.runtime.model.host_ids import HostEventRefused as HostEventRefused
+    from ecpa.runtime.model.host_ids import dispatch_id_of as dispatch_id_of
+    from ecpa.runtime.model.host_ids import epoch_of as epoch_of
+    from ecpa.runtime.model.host_ids import event_id_of as event_id_of
+    from ecpa.runtime.model.host_journal import JOURNAL_DIR as JOURNAL_DIR
+    from ecpa.runtime.model.host_journal import HostBook as HostBook
+    from ecpa.runtime.model.host_journal import JournalCheck as JournalCheck
+    from ecpa.runtime.model.host_journal import chain_step as chain_step
+    from ecpa.runtime.model.host_journal import check_journal as check_journal
     from ecpa.runtime.model.launch import EXIT_SCHEMA as EXIT_SCHEMA
     from ecpa.runtime.model.launch import LAUNCH_SUBJECT as LAUNCH_SUBJECT
     from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES as MAX_LAUNCH_FILE_BYTES
@@ -200,6 +221,27 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "trust_entry": ("ecpa.runtime.host.trust_file", "trust_entry"),
     "validity_window": ("ecpa.runtime.host.trust_file", "validity_window"),
     "verify_evidence": ("ecpa.runtime.model.evidence", "verify_evidence"),
+    "HOST_EVENT_SCHEMA": ("ecpa.runtime.model.host_event", "HOST_EVENT_SCHEMA"),
+    "SCHEDULER_ROLE": ("ecpa.runtime.model.host_event", "SCHEDULER_ROLE"),
+    "SINK_TARGET": ("ecpa.runtime.model.host_event", "SINK_TARGET"),
+    "HOST_ENV_PREFIX": ("ecpa.runtime.model.host_event", "HOST_ENV_PREFIX"),
+    "HostEvent": ("ecpa.runtime.model.host_event", "HostEvent"),
+    "HostEventCode": ("ecpa.runtime.model.host_ids", "HostEventCode"),
+    "HostEventRefused": ("ecpa.runtime.model.host_ids", "HostEventRefused"),
+    "ProcessClaim": ("ecpa.runtime.model.host_event", "ProcessClaim"),
+    "check_binding": ("ecpa.runtime.model.host_event", "check_binding"),
+    "host_line": ("ecpa.runtime.model.host_event", "host_line"),
+    "parse_host_line": ("ecpa.runtime.model.host_event", "parse_host_line"),
+    "event_id_of": ("ecpa.runtime.model.host_ids", "event_id_of"),
+    "dispatch_id_of": ("ecpa.runtime.model.host_ids", "dispatch_id_of"),
+    "epoch_of": ("ecpa.runtime.model.host_ids", "epoch_of"),
+    "DISPATCH_OUTCOMES": ("ecpa.runtime.model.host_event", "DISPATCH_OUTCOMES"),
+    "HostBook": ("ecpa.runtime.model.host_journal", "HostBook"),
+    "JOURNAL_DIR": ("ecpa.runtime.model.host_journal", "JOURNAL_DIR"),
+    "JournalCheck": ("ecpa.runtime.model.host_journal", "JournalCheck"),
+    "check_journal": ("ecpa.runtime.model.host_journal", "check_journal"),
+    "chain_step": ("ecpa.runtime.model.host_journal", "chain_step"),
+    "HostCounts": ("ecpa.runtime.model.counters", "HostCounts"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -3,9 +3,11 @@ evidence an observer signs beside each statement, defined once. The observer bui
 :class:`Counters` and writes :meth:`Counters.to_bytes`; a reader gets the same class back from
 :func:`parse_counters`, which checks it strictly.
 
-Schemas: ``ecpa-dispatch-counters/0.3`` (written) carries ``last_dispatch_at``,
-``last_selection_at`` (each an integer or null) and ``changed`` (an integer); 0.2 only
-``last_dispatch_at``; 0.1 none of the three. A record holds exactly its schema's members.
+Schemas: ``ecpa-dispatch-counters/0.4`` (written) adds ``host``: what the vLLM-HUST host
+witnessed in the process (:class:`HostCounts`, docs/host-evidence.md), or null when its
+evidence sink got nothing; ``0.3`` carries ``last_dispatch_at``, ``last_selection_at`` (each
+an integer or null) and ``changed`` (an integer); 0.2 only ``last_dispatch_at``; 0.1 none of
+them. A record holds exactly its schema's members.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.jcs import canonicalize
-from ecpa.profile.rules import COUNT, TEXT
+from ecpa.profile.rules import COUNT, TEXT, Flag, Text
 from ecpa.profile.shape import Nested, Shaped, ShapeError, member
 from ecpa.profile.strict_json import parse_object
 
@@ -22,21 +24,30 @@ __all__ = [
     "COUNTERS_SCHEMA",
     "COUNTERS_SCHEMA_01",
     "COUNTERS_SCHEMA_02",
+    "COUNTERS_SCHEMA_03",
+    "DIGEST_PATTERN",
     "Counters",
     "CountersProcess",
+    "HostCounts",
     "parse_counters",
 ]
 
-COUNTERS_SCHEMA = "ecpa-dispatch-counters/0.3"
+COUNTERS_SCHEMA = "ecpa-dispatch-counters/0.4"
+COUNTERS_SCHEMA_03 = "ecpa-dispatch-counters/0.3"
 COUNTERS_SCHEMA_02 = "ecpa-dispatch-counters/0.2"
 COUNTERS_SCHEMA_01 = "ecpa-dispatch-counters/0.1"
+_ROUND3 = ("last_dispatch_at", "changed", "last_selection_at")
 #: The members each schema has beyond the 0.1 ones.
 _ADDED = {
     COUNTERS_SCHEMA_01: (),
     COUNTERS_SCHEMA_02: ("last_dispatch_at",),
-    COUNTERS_SCHEMA: ("last_dispatch_at", "changed", "last_selection_at"),
+    COUNTERS_SCHEMA_03: _ROUND3,
+    COUNTERS_SCHEMA: (*_ROUND3, "host"),
 }
-_VERSIONED = ("last_dispatch_at", "changed", "last_selection_at")
+_VERSIONED = (*_ROUND3, "host")
+#: ``sha256:`` and 64 lowercase hex digits.
+DIGEST_PATTERN = "^sha256:[0-9a-f]{64}$"
+_DIGEST = Text(pattern=DIGEST_PATTERN)
 
 
 def _invalid(detail: str) -> EcpaError:
@@ -50,6 +61,61 @@ class CountersProcess(Shaped):
     pid: int = member(COUNT)
     start_ticks: int = member(COUNT)
     boot_id: str = member(TEXT)
+
+
+class HostCounts(Shaped):
+    """What the host witnessed in the process, as its journal accounts for it
+    (docs/host-evidence.md): the journal's lines and the chain over their exact bytes, the
+    policy its controller resolved, the dispatches by outcome, and what the sink refused
+    or could not take."""
+
+    #: Lines of the process's host journal this record accounts for, and the chain over
+    #: them (``sha256:`` of 32 zero bytes for none; see ``ecpa.runtime.model.host_journal``).
+    journal_lines: int = member(COUNT)
+    journal_chain: str = member(_DIGEST)
+    #: ``sha256:`` of the newest line accounted for (its bytes without the newline).
+    newest_event_digest: str | None = member(_DIGEST, nullable=True)
+    #: The policy the host's controller resolved (``module.Class``), or null.
+    policy: str | None = member(TEXT, nullable=True)
+    resolutions: int = member(COUNT)
+    selected: int = member(COUNT)
+    abstained: int = member(COUNT)
+    invalid: int = member(COUNT)
+    exception: int = member(COUNT)
+    #: Loader lifecycle events of this process (journaled, not dispatches).
+    lifecycle: int = member(COUNT)
+    #: The Unix second of the newest dispatch and of the newest selected one (host clock).
+    last_dispatch_at: int | None = member(COUNT, nullable=True)
+    last_selection_at: int | None = member(COUNT, nullable=True)
+    #: Events refused (recorded with their code, never counted).
+    refused: int = member(COUNT)
+    #: Events the sink could not take (it raised: a strict host then delivers no more).
+    lost: int = member(COUNT)
+    #: The process's last record: nothing may follow these lines in its journal.
+    final: bool = member(Flag())
+
+    @property
+    def dispatches(self) -> int:
+        """Every dispatch witnessed, whatever its outcome."""
+        return self.selected + self.abstained + self.invalid + self.exception
+
+    def check_whole(self) -> str | None:
+        problems = []
+        accounted = self.resolutions + self.dispatches + self.lifecycle
+        if accounted != self.journal_lines:
+            problems.append(f"journal_lines {self.journal_lines}, events counted {accounted}")
+        if (self.newest_event_digest is None) != (self.journal_lines == 0):
+            problems.append(f"newest_event_digest with {self.journal_lines} lines")
+        if (self.policy is None) != (self.resolutions == 0):
+            problems.append(f"policy {self.policy!r} with {self.resolutions} resolutions")
+        if (self.last_dispatch_at is None) != (self.dispatches == 0):
+            problems.append(f"last_dispatch_at with {self.dispatches} dispatches")
+        if (self.last_selection_at is None) != (self.selected == 0):
+            problems.append(f"last_selection_at with {self.selected} selected")
+        last, selection = self.last_dispatch_at, self.last_selection_at
+        if last is not None and selection is not None and selection > last:
+            problems.append(f"last_selection_at {selection} after last_dispatch_at {last}")
+        return "; ".join(problems) or None
 
 
 class Counters(Shaped):
@@ -70,6 +136,7 @@ class Counters(Shaped):
     last_dispatch_at: int | None = member(COUNT, default=None, nullable=True)
     changed: int | None = member(COUNT, default=None, nullable=True)
     last_selection_at: int | None = member(COUNT, default=None, nullable=True)
+    host: HostCounts | None = member(Nested(HostCounts), default=None, nullable=True)
 
     def to_dict(self, *, omit_none: bool = False) -> dict[str, Any]:
         """The record as its JSON members: exactly those of its schema (null where a
@@ -98,8 +165,8 @@ def parse_counters(data: bytes) -> Counters:
     schema = obj.get("schema")
     if type(schema) is not str or schema not in _ADDED:
         raise _invalid(
-            f"expected host evidence schema {COUNTERS_SCHEMA!r} (or {COUNTERS_SCHEMA_02!r}, "
-            f"{COUNTERS_SCHEMA_01!r}), found {schema!r}"
+            f"expected host evidence schema {COUNTERS_SCHEMA!r} (or {COUNTERS_SCHEMA_03!r}, "
+            f"{COUNTERS_SCHEMA_02!r}, {COUNTERS_SCHEMA_01!r}), found {schema!r}"
         )
     added = _ADDED[schema]
     for name in _VERSIONED:
@@ -112,13 +179,13 @@ def parse_counters(data: bytes) -> Counters:
         counters = Counters.from_dict(obj, "counters")
     except ShapeError as exc:
         raise _invalid(f"counters record: {exc}") from None
-    if schema == COUNTERS_SCHEMA:
+    if schema in (COUNTERS_SCHEMA, COUNTERS_SCHEMA_03):
         _check_consistent(counters)
     return counters
 
 
 def _check_consistent(c: Counters) -> None:
-    """0.3: the counts add up as the observer counts them (each call exactly one outcome; a
+    """0.3 and 0.4: the counts add up as the observer counts them (each call exactly one outcome; a
     changed decision is a selection; a newest time exactly when there was one, the newest
     selection no later than the newest dispatch). Older records are taken as they are."""
     problems = []
@@ -142,4 +209,4 @@ def _check_consistent(c: Counters) -> None:
             f"last_selection_at {c.last_selection_at} after last_dispatch_at {c.last_dispatch_at}"
         )
     if problems:
-        raise _invalid(f"expected consistent {COUNTERS_SCHEMA} counts, found {'; '.join(problems)}")
+        raise _invalid(f"expected consistent {c.schema_} counts, found {'; '.join(problems)}")
