@@ -18,6 +18,15 @@ none of the host's code is copied.
   (:class:`HostCandidate`). Cores with the prediction change also pass ``predicted_length``
   (:class:`dla_plugin.contract.Candidate`). Older hosts pass no ``builtin_victim_id``.
 - The policy must be called from the thread that built the controller.
+- Evidence (the host's ``preemption.py`` with evidence, modelled in
+  :mod:`dla_plugin.host_evidence`): when a sink is configured, a controller with a policy
+  captures its scope (role ``engine-core-scheduler``), allocates its controller id and
+  delivers one ``resolved`` event (``scheduler_resolution``, detail
+  ``engine-core.scheduler:protocol-validated``, occurrence ``controller:<id>``); then one
+  ``invoked`` event per call of the policy (``scheduler_dispatch``, detail
+  ``engine-core.scheduler:<selected|abstained|invalid|exception>``, occurrence the
+  process-wide dispatch number). A scope inherited across a fork is captured again. Any
+  failure of the evidence path is swallowed: it never changes the scheduler's decision.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
+from dla_plugin import host_evidence
 from dla_plugin.contract import Candidate, PreemptionContext
 
 __all__ = [
@@ -184,6 +194,60 @@ class PreemptionController:
         #: Policy selections that differ from the builtin victim.
         self.changed = 0
         self._thread = threading.get_ident()
+        self._scope: dict[str, Any] | None = None
+        self._controller_id: str | None = None
+        if policy is not None:
+            self._capture_scope()
+
+    def _deliver(self, event: str, outcome: str, occurrence: int | str) -> None:
+        assert self._scope is not None
+        assert self._controller_id is not None
+        try:
+            host_evidence.emit_host_event(
+                event,
+                "vllm.preemption_policy",
+                self.stats.policy_name,
+                self.stats.policy_name,
+                detail=f"engine-core.scheduler:{outcome}",
+                scope=self._scope,
+                occurrence_id=occurrence,
+                controller_instance_id=self._controller_id,
+                observation_kind=(
+                    "scheduler_dispatch" if event == "invoked" else "scheduler_resolution"
+                ),
+            )
+        except Exception:  # evidence is observational: never the scheduler's concern
+            return
+
+    def _capture_scope(self) -> None:
+        try:
+            if not host_evidence.observer_configured():
+                return
+            scope = host_evidence.capture_scope(expected_role="engine-core-scheduler")
+            controller_id = host_evidence.allocate_controller_instance(scope)
+        except Exception:  # no identity or binding: the controller runs without evidence
+            return
+        self._scope, self._controller_id = scope, controller_id
+        self._deliver("resolved", "protocol-validated", f"controller:{controller_id}")
+
+    def _dispatched(self, outcome: str) -> None:
+        """One ``invoked`` event for the call just answered (a scope from before a fork is
+        captured anew first)."""
+        if self._scope is not None:
+            try:
+                current = host_evidence.scope_is_current(self._scope)
+            except Exception:
+                current = False
+            if not current:
+                self._scope = self._controller_id = None
+                self._capture_scope()
+        if self._scope is None:
+            return
+        try:
+            seq = host_evidence.allocate_invocation_sequence(self._scope)
+        except Exception:
+            return
+        self._deliver("invoked", outcome, seq)
 
     @property
     def disabled(self) -> bool:
@@ -226,16 +290,20 @@ class PreemptionController:
         try:
             choice = self.policy.select_victim(context)
         except Exception as exc:  # the host's rule: a raising policy is disabled
+            self._dispatched("exception")
             self._disable(f"raised an exception: {type(exc).__name__}: {exc}")
             return builtin
         if choice is None:
             self.stats.abstentions += 1
+            self._dispatched("abstained")
             return builtin
         if not any(c.request_id == choice for c in context.candidates):
             self.stats.invalid_selections += 1
+            self._dispatched("invalid")
             self._disable(f"returned unknown request ID {choice!r}")
             return builtin
         self.stats.selections += 1
+        self._dispatched("selected")
         if choice != builtin:
             self.changed += 1
         return choice

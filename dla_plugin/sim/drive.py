@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import Any
 
+from dla_plugin import host_evidence
 from dla_plugin.host import HostPath, PreemptionController
 from dla_plugin.host import load_policy as load_typed_policy
 from dla_plugin.host_bundles import BundleError, resolve_startup
@@ -174,6 +175,13 @@ def _parser() -> argparse.ArgumentParser:
         "scheduler.i (ECPA_PROCESS_ORDINAL), like vLLM with data parallelism N",
     )
     parser.add_argument(
+        "--dp-rank",
+        type=int,
+        default=0,
+        help="this engine core's data-parallel rank: the host binds the process to role "
+        "engine-core-scheduler and this ordinal (its evidence's slot scheduler.RANK)",
+    )
+    parser.add_argument(
         "--restart",
         action="store_true",
         help="with --processes: start a rank that died again, as a new process",
@@ -189,10 +197,10 @@ def _rank_argv(argv: Sequence[str]) -> list[str]:
         if skip:
             skip = False
             continue
-        if arg in ("--processes", "--seed"):
+        if arg in ("--processes", "--seed", "--dp-rank"):
             skip = True
             continue
-        if arg == "--restart" or arg.startswith(("--processes=", "--seed=")):
+        if arg == "--restart" or arg.startswith(("--processes=", "--seed=", "--dp-rank=")):
             continue
         out.append(arg)
     return out
@@ -213,6 +221,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # 256 blocks hold the longest request (2,048 prompt + 2,048 output tokens)
         print("drive: expected --steps >= 0 and --blocks >= 256", file=sys.stderr)
         return 2
+    if not 0 <= args.dp_rank <= 65535:
+        print("drive: expected --dp-rank within [0, 65535]", file=sys.stderr)
+        return 2
+    # The engine core binds its process identity before it builds its scheduler.
+    host_evidence.bind_process_identity("engine-core-scheduler", args.dp_rank)
     try:
         controller = host_path(args.path, args.policy, bypass=args.bypass)
     except LookupError as exc:

@@ -2,8 +2,9 @@
 processes, the shape of vLLM with data parallelism N (one engine-core scheduler per rank).
 
 The parent starts rank ``i`` as its own driver process (its own engine, trace seed ``seed +
-i``) with ``ECPA_PROCESS_ROLE=scheduler`` and ``ECPA_PROCESS_ORDINAL=i``, so each rank's
-observer binds the slot ``scheduler.i``. With ``--restart``, a rank that dies (a non-zero
+i``, ``--dp-rank i``: the host binds it as ``engine-core-scheduler`` ``i``) with
+``ECPA_PROCESS_ROLE=scheduler`` and ``ECPA_PROCESS_ORDINAL=i``, so each rank's observer binds
+the slot ``scheduler.i`` whichever way in it is. With ``--restart``, a rank that dies (a non-zero
 exit or a signal) is started again as a new process, as vLLM restarts a crashed engine
 core. SIGTERM or SIGINT to the parent is passed on to every rank; it exits when all have.
 """
@@ -31,7 +32,10 @@ def _rank_env(ordinal: int) -> dict[str, str]:
 
 
 def _start(argv: Sequence[str], ordinal: int, seed: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "dla_plugin.drive", *argv, "--seed", str(seed + ordinal)]
+    command = [
+        *(sys.executable, "-m", "dla_plugin.drive", *argv),
+        *("--seed", str(seed + ordinal), "--dp-rank", str(ordinal)),
+    ]
     return subprocess.Popen(command, env=_rank_env(ordinal))  # noqa: S603 - our own driver
 
 
