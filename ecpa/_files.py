@@ -24,6 +24,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "check_private_dir",
     "describe_mode",
+    "open_private_subdir",
     "open_regular",
     "read_bounded",
     "read_input",
@@ -169,6 +170,39 @@ def check_private_dir(path: str | os.PathLike[str], code: ErrorCode, *, what: st
             f"group or others, found uid {st.st_uid} and mode {mode:04o}",
         )
     check_ancestors(path, code, what=what)
+
+
+def open_private_subdir(name: str, dir_fd: int, code: ErrorCode) -> int:
+    """The directory ``name`` in the directory open as ``dir_fd``, made (mode 0700) when
+    missing, opened without following a symlink and refused unless it is this user's and
+    neither group nor others may write it; the caller closes the descriptor returned.
+
+    Raises:
+        EcpaError: ``code`` saying what was found.
+    """
+    try:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise EcpaError(
+            code, f"expected to make directory {name!r}, found: {exc.strerror}"
+        ) from None
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError as exc:
+        raise EcpaError(code, f"expected directory {name!r}, found: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        os.close(fd)
+        raise EcpaError(
+            code,
+            f"expected directory {name!r} owned by uid {os.geteuid()} and not writable by "
+            f"group or others, found uid {st.st_uid} and mode {stat.S_IMODE(st.st_mode):04o}",
+        )
+    return fd
 
 
 def check_ancestors(path: str | os.PathLike[str], code: ErrorCode, *, what: str) -> None:

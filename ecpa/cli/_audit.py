@@ -52,7 +52,8 @@ ended launch's audit is the same whenever it is made. See docs/audit.md.
 
 \b
 Exit status: 0 audited (exercised or not; with --check: the receipt holds), 1 --check found
-the receipt or the report wrong, 2 usage error or unreadable launch, 3 internal error.
+the receipt or the report wrong, or host_journal_mismatch (a host journal's line removed,
+altered, inserted or moved), 2 usage error or unreadable launch, 3 internal error.
 """
 
 
@@ -177,7 +178,7 @@ def audit_command(
             typer.echo(f"receipt: wrote {show(out)}.report.json, {show(out)}.json, {show(out)}.jws")
         if plot is not None:
             typer.echo(f"plot: wrote {show(plot)}")
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_INVALID if audit.journal_mismatch else EXIT_OK)
 
 
 audit_app = one_command(audit_command, "audit", epilog=AUDIT_EXAMPLES)

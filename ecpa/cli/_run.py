@@ -18,6 +18,7 @@ from ecpa._text import json_line, safe
 from ecpa.cli._app import one_command
 from ecpa.cli._common import Invocation, fail_usage
 from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
+from ecpa.launcher.plan import with_host_evidence
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
 from ecpa.runtime import Slot, plan_from_dict
 
@@ -35,11 +36,11 @@ Examples:
   ecpa status --launch runs/launch-0123456789abcdef
 
 \b
-plan.json: {"schema": "ecpa-plan/0.2", "plan_id", "plugin_id", "artifact_digest",
-"issuer", "process_epoch", "emit_interval_s" (1..100), "heartbeat_window_s",
-"max_duration_s", "slots": [{"role": "scheduler", "ordinal": 0}, ...]}
-(plugin_id and artifact_digest required; ecpa-plan/0.1 files still read).
-Without --plan: the installed org.vllm-hust.dla bundle.
+plan.json: ecpa-plan/0.3 (0.2, 0.1 read): plugin_id, artifact_digest (required), plan_id,
+issuer, process_epoch, emit_interval_s, heartbeat_window_s, max_duration_s, max_abstain_s,
+slots, host_evidence (off|required), host_policy (docs/cli.md). Without --plan: the
+installed org.vllm-hust.dla bundle. The tree gets VLLM_ECPA_EVIDENCE_SINK (ecpa's) and
+_STRICT, _PLAN_ID, _LAUNCH_ID (docs/host-evidence.md); a caller's VLLM_ECPA_* is refused.
 
 \b
 Supervision: ecpa run is a child subreaper; the command runs in its own
@@ -101,6 +102,13 @@ def run_command(
             show_default=False,
         ),
     ] = None,
+    host_evidence: Annotated[
+        str | None,
+        typer.Option(
+            metavar="required|off",
+            help="required: plugin reports alone never give true; overrides the plan's.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -125,6 +133,8 @@ def run_command(
         parsed = [Slot.parse(s.strip()) for s in slots.split(",")]
         doc = {**chosen.to_dict(), "slots": [s.to_dict() for s in parsed]}
         chosen = plan_from_dict(doc, "--slots", default_issuer=chosen.issuer)
+    if host_evidence is not None:
+        chosen = with_host_evidence(chosen, host_evidence)
     # A process of its own: children from before exec are not the launch's.
     held = standalone and fresh_supervisor(say=_say)
     launch = prepare_launch(

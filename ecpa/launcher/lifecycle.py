@@ -138,6 +138,8 @@ def _slot_json(slot: SlotStatus) -> dict[str, Any]:
         "age_s": slot.age_s,
         "last_dispatch_at": slot.last_dispatch_at,
         "counters": slot.counters,
+        "source": slot.source,
+        "host": slot.host_json(),
         "reasons": [reason.to_dict() for reason in slot.reasons],
     }
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
+from ecpa.profile.strict_json import parse_object
 from ecpa.runtime import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
 
 BUNDLE_GROUP = "vllm.extension_bundles"
@@ -102,9 +103,55 @@ def bundle_manifest() -> tuple[str, bytes]:
     return f"{package}/{manifests[0].name}", data
 
 
+def bundle_policy(manifest: bytes, plugin_id: str = DEFAULT_PLUGIN_ID) -> str:
+    """The policy name the host gives the bundle's component ``plugin_id`` when it resolves
+    it as a typed preemption policy: its ``implementation_ref`` ``module:Class`` read as
+    ``module.Class`` (the host names a policy by its class's module and qualified name).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` when the manifest names no such component.
+    """
+    try:
+        doc = parse_object(manifest, what="bundle manifest")
+        bundle = doc.get("bundle_id")
+        refs = [
+            c.get("implementation_ref")
+            for c in doc.get("components", [])
+            if isinstance(c, dict) and f"{bundle}/{c.get('component_id')}" == plugin_id
+        ]
+    except (EcpaError, AttributeError, TypeError):
+        refs = []
+    if len(refs) != 1 or not isinstance(refs[0], str) or refs[0].count(":") != 1:
+        raise invalid_input(
+            f"expected the bundle manifest to name component {plugin_id} with an "
+            f"implementation_ref module:Class, found {refs!r}"[:300]
+        )
+    return refs[0].replace(":", ".")
+
+
+def with_host_evidence(plan: Plan, mode: str) -> Plan:
+    """``plan`` with ``host_evidence`` ``mode`` (``"required"`` or ``"off"``). Required with
+    no ``host_policy``: the installed bundle's, for the bundle's own plugin.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for another mode, or host evidence required of
+            another plugin without the plan naming its ``host_policy``.
+    """
+    doc = {**plan.to_dict(), "host_evidence": mode}
+    if mode == "required" and plan.host_policy is None:
+        if plan.plugin_id != DEFAULT_PLUGIN_ID:
+            raise invalid_input(
+                f"expected the plan's host_policy (the policy's module.Class, as the host "
+                f"names it) with host evidence required of plugin {plan.plugin_id!r}, found none"
+            )
+        doc["host_policy"] = bundle_policy(bundle_manifest()[1])
+    return plan_from_dict(doc, "--host-evidence", default_issuer=plan.issuer)
+
+
 def default_plan(*, issuer: str | None = None) -> Plan:
     """The plan for the installed DLA bundle: plugin ``org.vllm-hust.dla/victim-selector``,
-    artifact digest the SHA-256 of its manifest's bytes, every other member its default
+    artifact digest the SHA-256 of its manifest's bytes, ``host_policy`` the name the host
+    gives its component as a preemption policy, every other member its default
     (``plan_id`` the digest of the resolved plan, see
     :func:`ecpa.runtime.model.launch.plan_from_dict`).
 
@@ -116,6 +163,7 @@ def default_plan(*, issuer: str | None = None) -> Plan:
         "schema": PLAN_SCHEMA,
         "plugin_id": DEFAULT_PLUGIN_ID,
         "artifact_digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "host_policy": bundle_policy(data),
     }
     return plan_from_dict(
         doc, f"default plan for {where}", default_issuer=issuer or default_issuer()

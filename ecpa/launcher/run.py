@@ -52,7 +52,9 @@ from ecpa.runtime import (
     BINDING_ENV_NAMES,
     BINDING_FIELDS,
     EXIT_SCHEMA,
+    HOST_ENV_PREFIX,
     LAUNCH_DIR_NAME,
+    SINK_TARGET,
     Membership,
     Plan,
     ProcessIdentity,
@@ -78,6 +80,7 @@ __all__ = [
     "default_issuer",
     "default_plan",
     "finish_launch",
+    "host_evidence_env",
     "load_plan",
     "prepare_launch",
     "run_launch",
@@ -98,18 +101,32 @@ PRIVATE_NAMES = frozenset({"ECPA_KEY_PASSWORD"})
 
 
 def check_environment(environ: Mapping[str, str]) -> None:
-    """Refuse a caller's environment that already holds a binding variable: the binding is
-    the manager's alone, never passed through and never silently replaced.
+    """Refuse a caller's environment that already holds a binding variable, or any of the
+    host's evidence variables (``VLLM_ECPA_*``): the binding is the manager's alone, never
+    passed through and never silently replaced.
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` naming the variables found.
     """
     found = [name for name in BINDING_NAMES if name in environ]
+    found += sorted(name for name in environ if name.startswith(HOST_ENV_PREFIX))
     if found:
         raise invalid_input(
             "expected no launch binding in the caller's environment (ecpa run sets it), "
             f"found {found}"
         )
+
+
+def host_evidence_env(plan_id: str, launch_id: str) -> dict[str, str]:
+    """What the vLLM-HUST host reads to deliver its evidence to ecpa (docs/host-evidence.md):
+    ecpa's sink, strict mode (a sink that cannot record makes the host stop delivering,
+    never deliver elsewhere), and the plan and launch its events are bound to."""
+    return {
+        f"{HOST_ENV_PREFIX}EVIDENCE_SINK": SINK_TARGET,
+        f"{HOST_ENV_PREFIX}EVIDENCE_STRICT": "1",
+        f"{HOST_ENV_PREFIX}PLAN_ID": plan_id,
+        f"{HOST_ENV_PREFIX}LAUNCH_ID": launch_id,
+    }
 
 
 def _io_error(what: str, path: Path, exc: OSError) -> EcpaError:
@@ -234,6 +251,7 @@ def _new_launch(
     binding = {name: str(values[field]) for field, name in BINDING_FIELDS}
     binding["ECPA_ENROLL_SOCKET"] = str(absolute / "enroll.sock")
     binding["ECPA_EMIT_INTERVAL_S"] = str(plan.emit_interval_s)
+    binding.update(host_evidence_env(binding["ECPA_PLAN_ID"], binding["ECPA_LAUNCH_ID"]))
     return Launch(
         plan=plan,
         launch_id=binding["ECPA_LAUNCH_ID"],

@@ -7,16 +7,9 @@ May import: :mod:`ecpa.profile`, :mod:`ecpa.runtime`, :mod:`ecpa.errors`; never 
 corpus or cli.
 """
 
-from ecpa.observer._observer import (
-    ABSTENTION,
-    CHANGED,
-    DEFAULT_EMIT_INTERVAL_S,
-    EMIT_INTERVAL_ENV,
-    FAILURE,
-    SELECTION,
-    Observer,
-)
+from ecpa.observer._observer import ABSTENTION, CHANGED, FAILURE, SELECTION, Observer
 from ecpa.observer._process import process_observer
+from ecpa.observer.record import DEFAULT_EMIT_INTERVAL_S, EMIT_INTERVAL_ENV
 
 __all__ = [
     "ABSTENTION",

@@ -16,7 +16,6 @@ The process-wide observer, made from the launch binding in ``os.environ``, is
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -25,8 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ecpa.errors import EcpaError, invalid_input
+from ecpa.observer._host import HostRecorder
 from ecpa.observer._sink import Sink, Waiter
-from ecpa.observer.record import Signer, Window, build_evidence, ttl_for
+from ecpa.observer.record import DEFAULT_EMIT_INTERVAL_S as _DEFAULT_INTERVAL
+from ecpa.observer.record import Signer, Window, build_evidence, check_cadence, ttl_for
 from ecpa.profile.keys import SigningKey
 from ecpa.runtime import (
     LaunchEnvironment,
@@ -44,11 +45,8 @@ from ecpa.runtime import (
 __all__ = [
     "ABSTENTION",
     "CHANGED",
-    "DEFAULT_EMIT_INTERVAL_S",
-    "EMIT_INTERVAL_ENV",
     "FAILURE",
     "LIVE",
-    "MAX_INTERVAL_S",
     "SELECTION",
     "Observer",
 ]
@@ -61,12 +59,6 @@ ABSTENTION = 1
 FAILURE = 2
 CHANGED = 3
 
-DEFAULT_EMIT_INTERVAL_S = 1.0
-#: Optional: the emit interval in seconds, set by the manager (``ecpa run``).
-EMIT_INTERVAL_ENV = "ECPA_EMIT_INTERVAL_S"
-# The bound a plan accepts (ecpa.runtime.model.plan): positive, at most a third of the longest
-# statement lifetime (300 s), so the newest statement outlives the wait for the next.
-MAX_INTERVAL_S = 100.0
 _ENROLL_TIMEOUT_S = 2.0
 _now = time.time
 
@@ -85,7 +77,7 @@ class Observer:
         identity: ProcessIdentity | None = None,
         role: str | None = None,
         ordinal: int | None = None,
-        emit_interval_s: float = DEFAULT_EMIT_INTERVAL_S,
+        emit_interval_s: float = _DEFAULT_INTERVAL,
         emit_every: int | None = None,
         queue_size: int = 64,
         clock: Callable[[], float] = time.time,
@@ -115,16 +107,7 @@ class Observer:
                 the codes of :func:`ecpa.sign` when the binding gives statements a verifier
                 would refuse.
         """
-        if not (isinstance(emit_interval_s, (int, float)) and math.isfinite(emit_interval_s)):
-            raise invalid_input(f"expected a finite emit interval, found {emit_interval_s!r}")
-        if not 0 < emit_interval_s <= MAX_INTERVAL_S:
-            raise invalid_input(
-                f"expected an emit interval in (0, {MAX_INTERVAL_S:g}] s, found {emit_interval_s!r}"
-            )
-        if emit_every is not None and emit_every < 1:
-            raise invalid_input(f"expected emit_every >= 1 dispatches, found {emit_every!r}")
-        if queue_size < 1:
-            raise invalid_input(f"expected queue_size >= 1, found {queue_size!r}")
+        check_cadence(emit_interval_s, emit_every, queue_size)
         name = launch.launch_id
         if log_path is None:
             check_launch_id(name)
@@ -183,6 +166,8 @@ class Observer:
         self._autostart = start
         self._custom_log = log_path is not None
         self._reborn = False
+        #: The host's evidence (docs/host-evidence.md): each record then carries its account.
+        self._host: HostRecorder | None = None
         probe = Window(0, 0, 0, 0, 0, 0, self._window_start, self._window_start)
         build_evidence(launch, self.identity, signer, probe, issued_at=self._window_start)
         LIVE.add(self)
@@ -260,8 +245,14 @@ class Observer:
         self._enrolled = True
         return True
 
-    def _emit(self, waiter: Waiter | None) -> bool:
-        """Build, sign and queue one record with the counters now; False when dropped."""
+    def attach_host(self, recorder: HostRecorder) -> None:
+        """Carry ``recorder``'s account of the host's evidence in every later record."""
+        with self._emit_lock:
+            self._host = recorder
+
+    def _emit(self, waiter: Waiter | None, *, final: bool = False) -> bool:
+        """Build, sign and queue one record with the counters now (``final``: the last, after
+        the host's recorder closed); False when dropped."""
         with self._emit_lock:
             if not self._enroll():
                 self._sink.drop()
@@ -275,6 +266,8 @@ class Observer:
                 changed = self._changed
                 last = int(self._last_at) if calls else None
                 last_selection = int(self._last_selection_at) if selections else None
+            # The host's journal is written before the record that accounts for it.
+            host = None if self._host is None else self._host.account(final=final)
             self._seq += 1
             start = min(self._window_start, now)  # a clock stepped back: an empty window
             self._window_start = now
@@ -290,6 +283,7 @@ class Observer:
                 last,
                 changed,
                 last_selection,
+                host,
             )
             try:
                 evidence = build_evidence(
@@ -345,7 +339,11 @@ class Observer:
         if emitter is not None and emitter is not threading.current_thread():
             emitter.join(max(0.0, deadline - time.monotonic()))
         if first:
-            self._emit(None)  # the final counters (RUNTIME.md: the newest record tells all)
+            recorder = self._host
+            if recorder is not None:
+                recorder.close()  # nothing journaled after the final account
+            # the final counters (RUNTIME.md: the newest record tells all)
+            self._emit(None, final=recorder is not None)
         return self._sink.close(deadline)
 
     def snapshot(self) -> dict[str, int]:
@@ -373,6 +371,7 @@ class Observer:
         self._lock = threading.Lock()
         self._emit_lock = threading.Lock()
         self._emitter = None
+        self._host = None  # the child's own recorder attaches at its first host event
         self._sink.after_fork_in_child()
         if not self.process_keys or self._closed or self._custom_log:
             self._closed = self._stop = True

@@ -20,17 +20,12 @@ from pathlib import Path
 
 from ecpa._files import open_regular
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.observer._observer import (
-    DEFAULT_EMIT_INTERVAL_S,
-    EMIT_INTERVAL_ENV,
-    LIVE,
-    MAX_INTERVAL_S,
-    Observer,
-)
+from ecpa.observer._observer import LIVE, Observer
+from ecpa.observer.record import DEFAULT_EMIT_INTERVAL_S, EMIT_INTERVAL_ENV, MAX_INTERVAL_S
 from ecpa.profile.keys import MAX_KEY_FILE_BYTES, SigningKey
-from ecpa.runtime import launch_from_env
+from ecpa.runtime import SCHEDULER_ROLE, Slot, launch_from_env
 
-__all__ = ["process_observer"]
+__all__ = ["hint_host_slot", "observer_for_host", "process_observer"]
 
 _EXIT_TIMEOUT_S = 2.0
 _LOG = logging.getLogger("ecpa.observer")
@@ -80,6 +75,11 @@ def _from_env(env: Mapping[str, str]) -> Observer | None:
             return None
         interval = _interval_from_env(env)
         if launch.version == "0.2":
+            slot = _host_slot
+            if slot is not None:  # the host bound this process to its rank: that slot
+                return Observer(
+                    launch, role=slot.role, ordinal=slot.ordinal, emit_interval_s=interval
+                )
             return Observer(launch, emit_interval_s=interval)
         assert launch.signing_key_file is not None
         return Observer(launch, _load_key(launch.signing_key_file), emit_interval_s=interval)
@@ -92,6 +92,37 @@ def _from_env(env: Mapping[str, str]) -> Observer | None:
 _CACHE_LOCK = threading.Lock()
 _resolved = False
 _observer: Observer | None = None
+#: The slot the host bound this process to (its first event says), for the observer made
+#: after it: the host knows its rank; the environment of a data-parallel launch does not.
+_host_slot: Slot | None = None
+
+
+def hint_host_slot(event: object) -> None:
+    """Remember the slot the host's first event names, when it bound an engine-core
+    scheduler (role ``engine-core-scheduler``, its rank ``k``: slot ``scheduler.k``), for
+    the observer not made yet. Only a hint: each event is checked against the observer's
+    slot later. Never raises."""
+    global _host_slot
+    if _host_slot is not None or type(event) is not dict:
+        return
+    process = event.get("process")
+    if type(process) is not dict or process.get("assignment_source") != "host":
+        return
+    ordinal = process.get("ordinal")
+    if process.get("role") == SCHEDULER_ROLE and type(ordinal) is int:
+        try:
+            _host_slot = Slot("scheduler", ordinal)
+        except EcpaError:
+            return
+
+
+def observer_for_host(slot: Slot) -> Observer | None:
+    """The process observer, made for ``slot`` if it does not exist yet (see
+    :func:`hint_host_slot`); None as :func:`process_observer`."""
+    global _host_slot
+    if _host_slot is None:
+        _host_slot = slot
+    return process_observer()
 
 
 def process_observer() -> Observer | None:
@@ -118,16 +149,16 @@ def process_observer() -> Observer | None:
 
 def _reset_for_tests() -> None:
     """Close and forget the process-wide observer, so the next call reads the environment."""
-    global _resolved, _observer
+    global _resolved, _observer, _host_slot
     with _CACHE_LOCK:
-        observer, _observer, _resolved = _observer, None, False
+        observer, _observer, _resolved, _host_slot = _observer, None, False, None
     if observer is not None:
         observer.close(timeout=1.0)
 
 
 def _after_fork_in_child() -> None:
     global _CACHE_LOCK, _resolved, _observer
-    _CACHE_LOCK = threading.Lock()
+    _CACHE_LOCK = threading.Lock()  # the slot hint stays: a forked scheduler keeps its rank
     if _observer is not None and not _observer.process_keys:
         _observer = None  # a shared 0.1 key: the child must not sign in the parent's name
     _resolved = True

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ecpa.errors import invalid_input
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.sign import sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
@@ -18,6 +19,7 @@ from ecpa.runtime import (
     Counters,
     CountersProcess,
     Evidence,
+    HostCounts,
     LaunchEnvironment,
     ProcessIdentity,
     Slot,
@@ -52,6 +54,35 @@ class Window:
     changed: int = 0
     #: The Unix second of the newest selection, or None before the first (0.3).
     last_selection_at: int | None = None
+    #: What the host witnessed, as its journal accounts for it (0.4), or None.
+    host: HostCounts | None = None
+
+
+DEFAULT_EMIT_INTERVAL_S = 1.0
+#: Optional: the emit interval in seconds, set by the manager (``ecpa run``).
+EMIT_INTERVAL_ENV = "ECPA_EMIT_INTERVAL_S"
+# The bound a plan accepts (ecpa.runtime.model.plan): positive, at most a third of the longest
+# statement lifetime (300 s), so the newest statement outlives the wait for the next.
+MAX_INTERVAL_S = 100.0
+
+
+def check_cadence(emit_interval_s: float, emit_every: int | None, queue_size: int) -> None:
+    """An observer's cadence: a finite interval in (0, :data:`MAX_INTERVAL_S`] seconds, at least
+    one dispatch between early records, a queue of at least one record.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` naming what was found.
+    """
+    if not (isinstance(emit_interval_s, (int, float)) and math.isfinite(emit_interval_s)):
+        raise invalid_input(f"expected a finite emit interval, found {emit_interval_s!r}")
+    if not 0 < emit_interval_s <= MAX_INTERVAL_S:
+        raise invalid_input(
+            f"expected an emit interval in (0, {MAX_INTERVAL_S:g}] s, found {emit_interval_s!r}"
+        )
+    if emit_every is not None and emit_every < 1:
+        raise invalid_input(f"expected emit_every >= 1 dispatches, found {emit_every!r}")
+    if queue_size < 1:
+        raise invalid_input(f"expected queue_size >= 1, found {queue_size!r}")
 
 
 def ttl_for(emit_interval_s: float) -> int:
@@ -60,7 +91,7 @@ def ttl_for(emit_interval_s: float) -> int:
 
 
 def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
-    """The raw counters record (schema ``ecpa-dispatch-counters/0.3``) as JCS bytes: a
+    """The raw counters record (schema ``ecpa-dispatch-counters/0.4``) as JCS bytes: a
     :class:`~ecpa.runtime.model.counters.Counters`, the very model a reader parses."""
     return Counters(
         schema_=COUNTERS_SCHEMA,
@@ -82,6 +113,7 @@ def counters_record(plugin_id: str, identity: ProcessIdentity, window: Window) -
         window_end=window.end,
         last_dispatch_at=window.last_dispatch_at,
         last_selection_at=window.last_selection_at,
+        host=window.host,
     ).to_bytes()
 
 

@@ -274,7 +274,7 @@ def test_the_legacy_path_under_ecpa_run_signs_what_the_host_counted(
     assert code == 1  # the launch has ended: its process is gone
     [slot] = doc["slots"]
     counters = slot["counters"]
-    assert counters["schema"] == "ecpa-dispatch-counters/0.3"
+    assert counters["schema"] == "ecpa-dispatch-counters/0.4"
     assert counters["calls"] == host["calls"] == host["metrics"]["calls"] > 0, (
         doc["reasons"],
         doc["refused"],

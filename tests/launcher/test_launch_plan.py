@@ -108,7 +108,11 @@ def test_plan_id_derived_from_the_resolved_plan() -> None:
     ("changes", "member"),
     [
         ({"extra": 1}, "extra"),
-        ({"schema": "ecpa-plan/0.3"}, "schema"),
+        ({"schema": "ecpa-plan/0.4"}, "schema"),
+        ({"host_evidence": "on"}, "host_evidence"),
+        ({"host_evidence": True}, "host_evidence"),
+        ({"host_policy": ""}, "host_policy"),
+        ({"host_policy": 7}, "host_policy"),
         ({"schema": None}, "schema"),
         ({"plugin_id": None}, "plugin_id"),
         ({"plugin_id": ""}, "plugin_id"),

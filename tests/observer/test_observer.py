@@ -605,7 +605,7 @@ def test_changed_decisions_and_the_last_selection_are_signed(
     obs.count(ABSTENTION)
     assert obs.flush()
     first = counters_in(obs.log_path)[-1]
-    assert first["schema"] == "ecpa-dispatch-counters/0.3"
+    assert first["schema"] == "ecpa-dispatch-counters/0.4"
     assert (first["changed"], first["last_selection_at"]) == (0, None)
     assert first["last_dispatch_at"] is not None
     for outcome in (CHANGED, SELECTION, CHANGED, FAILURE):

@@ -17,6 +17,7 @@ import ecpa
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.profile.trust import TrustStore
 from ecpa.runtime.judge.derive import Reason, ReasonCode, RuntimeStatus, derive_launch
+from ecpa.runtime.model.counters import HostCounts
 from ecpa.runtime.model.enroll import kid_for, log_name
 from ecpa.runtime.model.evidence import read_log, record_line
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
@@ -98,6 +99,7 @@ class Launch:
         signer: Signer | None = None,
         named: ProcessIdentity | None = None,
         file: str | None = None,
+        host: HostCounts | None = None,
     ) -> None:
         signer = signer if signer is not None else self.key(slot, who)
         abstentions = calls - selections - failures
@@ -113,6 +115,7 @@ class Launch:
             last,
             changed,
             (last if selections else None) if last_selection == "last" else last_selection,  # type: ignore[arg-type]
+            host,
         )
         evidence = build_evidence(ENV, named or who, signer, window, issued_at=issued_at)
         name = file if file is not None else log_name(kid_for(slot, who))
@@ -344,7 +347,7 @@ def test_the_changed_decisions_are_shown_per_slot() -> None:
     (slot,) = status.slots
     assert slot.counters is not None
     assert (slot.counters["changed"], slot.counters["last_selection_at"]) == (4, NOW - 1)
-    assert slot.counters["schema"] == "ecpa-dispatch-counters/0.3"
+    assert slot.counters["schema"] == "ecpa-dispatch-counters/0.4"
     text = "selections 6 of 10 calls (changed 4, abstentions 4, failures 0)"
     assert Reason(ReasonCode.SELECTIONS, text) in slot.reasons
 
@@ -425,7 +428,7 @@ def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
 
     def older(plugin_id: str, identity: ProcessIdentity, window: Window) -> bytes:
         doc = json.loads(original(plugin_id, identity, window))
-        del doc["changed"], doc["last_selection_at"]
+        del doc["changed"], doc["last_selection_at"], doc["host"]
         doc["schema"] = "ecpa-dispatch-counters/0.2"
         return canonicalize(doc)
 
@@ -493,6 +496,11 @@ def test_every_code_a_status_gives_is_defined_and_documented() -> None:
     twice.write(S0, proc(11), 1)
     twice.write(S0, proc(13), 1)
     seen |= check_reasons(twice.derive(expected=one))
+    from tests.runtime.test_host_verdict import REQUIRED, judged, witnessed
+
+    for host in (witnessed(), witnessed(selected=0), witnessed(exception=1, lost=1), None):
+        seen |= check_reasons(judged(host).derive(expected=REQUIRED))
+    seen |= check_reasons(judged(witnessed(policy="x.Y")).derive(expected=REQUIRED))
 
     documented = set(
         re.findall(
@@ -508,5 +516,6 @@ def test_every_code_a_status_gives_is_defined_and_documented() -> None:
         "busy", "idle", "alive", "not_alive", "descendant", "not_descendant", "no_evidence",
         "conflict", "superseded", "covered", "not_covered", "coverage_complete",
         "coverage_incomplete", "supervisor_alive", "supervisor_not_alive", "gap", "torn",
-        "refused", "skipped",
+        "refused", "skipped", "host_selections", "host_no_selections", "host_policy_disabled",
+        "host_evidence_missing", "host_policy_mismatch", "host_sink_failed",
     }  # fmt: skip

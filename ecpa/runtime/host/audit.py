@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from ecpa._files import open_regular
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.fence import MemoryReplayFence
 from ecpa.profile.strict_json import parse_object
@@ -26,6 +28,8 @@ from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.timeline import ProcessRecords
 from ecpa.runtime.model.enroll import LOG_NAME, kid_of_log, parse_kid
 from ecpa.runtime.model.evidence import LogLine, issued_at_of, read_log
+from ecpa.runtime.model.host_event import MAX_HOST_LINE
+from ecpa.runtime.model.host_journal import JOURNAL_DIR, JournalCheck, check_journal
 from ecpa.runtime.model.launch import (
     ExpectedLaunch,
     ended_from_bytes,
@@ -44,6 +48,68 @@ class Audit:
 
     report: dict[str, Any]
     processes: tuple[ProcessRecords, ...]
+
+    @property
+    def journal_mismatch(self) -> bool:
+        """Whether a host journal disagrees with its process's signed accounts."""
+        journals = self.report.get("host_journals") or {}
+        return bool(journals.get("mismatches"))
+
+
+def bounded_lines(stream: BinaryIO, limit: int = MAX_HOST_LINE) -> Iterator[bytes]:
+    """The lines of ``stream``, each with its newline (a last one without is cut short),
+    holding at most one line of ``limit`` bytes: a longer line is skipped through and given
+    as one line no host event parser accepts."""
+    while line := stream.readline(limit + 2):
+        if len(line) > limit + 1 and not line.endswith(b"\n"):
+            while (rest := stream.readline(1 << 16)) and not rest.endswith(b"\n"):
+                pass
+            yield b"\0 a line longer than a host event may be\n"
+            continue
+        yield line
+
+
+def journal_checks(
+    logs_fd: int | None, processes: list[ProcessRecords]
+) -> dict[str, JournalCheck | str]:
+    """Each process's host journal (``host/<kid>.jsonl`` beside its log, in the directory
+    open as ``logs_fd``) checked against its accepted records' host accounts; a process
+    without one, whose records account for nothing, is left out; an unreadable journal is
+    said as text."""
+    out: dict[str, JournalCheck | str] = {}
+    journals: int | None = None
+    try:
+        if logs_fd is not None:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                journals = os.open(JOURNAL_DIR, flags, dir_fd=logs_fd)
+            except FileNotFoundError:
+                journals = None
+            except OSError as exc:
+                return {p.name: f"journal directory unreadable: {exc.strerror}" for p in processes}
+        for proc in processes:
+            accounts = [r.counters.host for r in proc.accepted if r.counters.host is not None]
+            promised = any(a.journal_lines for a in accounts)
+            try:
+                if journals is None:
+                    raise FileNotFoundError
+                os.stat(proc.name, dir_fd=journals, follow_symlinks=False)
+            except FileNotFoundError:
+                if promised:
+                    out[proc.name] = "no journal, but its records account for lines of one"
+                continue
+            except OSError as exc:
+                out[proc.name] = f"journal unreadable: {exc.strerror}"
+                continue
+            try:
+                with open_regular(proc.name, ErrorCode.INVALID_INPUT, dir_fd=journals) as fh:
+                    out[proc.name] = check_journal(bounded_lines(fh), accounts)
+            except EcpaError as exc:
+                out[proc.name] = f"journal unreadable: {exc.detail}"
+    finally:
+        if journals is not None:
+            os.close(journals)
+    return out
 
 
 def records_of(
@@ -108,22 +174,28 @@ def audit_launch_dir(
         for name, fd in sorted(logs.fds.items()):
             with os.fdopen(os.dup(fd), "rb") as stream:
                 read.append((name, list(read_log(stream))))
+        logs_fd = None if logs.dir_fd is None else os.dup(logs.dir_fd)
     finally:
         logs.close()
-    return _from_parts(
-        expected,
-        files.launch_doc,
-        files.ended_at,
-        files.ended,
-        read,
-        store,
-        now=now,
-        window=window,
-        where=str(directory / "launch.json"),
-        supervisor_gone=files.ended is None
-        and expected.supervisor is not None
-        and not check_alive(expected.supervisor, proc_root=proc_root).alive,
-    )
+    try:
+        return _from_parts(
+            expected,
+            files.launch_doc,
+            files.ended_at,
+            files.ended,
+            read,
+            store,
+            now=now,
+            window=window,
+            where=str(directory / "launch.json"),
+            supervisor_gone=files.ended is None
+            and expected.supervisor is not None
+            and not check_alive(expected.supervisor, proc_root=proc_root).alive,
+            journals=lambda processes: journal_checks(logs_fd, processes),
+        )
+    finally:
+        if logs_fd is not None:
+            os.close(logs_fd)
 
 
 def _from_parts(
@@ -138,6 +210,7 @@ def _from_parts(
     window: tuple[int | None, int | None],
     where: str,
     supervisor_gone: bool = False,
+    journals: Callable[[list[ProcessRecords]], dict[str, JournalCheck | str]] | None = None,
 ) -> Audit:
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
@@ -160,7 +233,14 @@ def _from_parts(
     }
     life = LaunchLife(started, ended_at, ended, supervisor_gone and ended is None)
     report = audit_report(
-        processes, expected, life, now=now, window=window, refused=refused, plan=plan
+        processes,
+        expected,
+        life,
+        now=now,
+        window=window,
+        refused=refused,
+        plan=plan,
+        journals=None if journals is None else journals(processes),
     )
     return Audit(report, tuple(processes))
 

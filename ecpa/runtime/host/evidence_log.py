@@ -1,7 +1,9 @@
 """The JSONL evidence log as a process writes it (RUNTIME.md "Evidence record"): a file of
 mode 0600 owned by the writer, opened without following a symlink (relative to a directory
 descriptor when given), appended one whole record line at a time under a lock and synced.
-The records themselves are :mod:`ecpa.runtime.model.evidence`'s.
+The records themselves are :mod:`ecpa.runtime.model.evidence`'s; a host journal
+(docs/host-evidence.md) is written the same way, its lines given as bytes
+(:meth:`EvidenceLog.append_line`).
 """
 
 from __future__ import annotations
@@ -130,6 +132,19 @@ class EvidenceLog:
                 self._write_line(fd, line)
             self._sync(fd)
         return len(lines)
+
+    def append_line(self, line: bytes) -> None:
+        """Append one line given as bytes (ending with its only ``\\n``) with a single
+        ``write``; not synced (see :meth:`flush`).
+
+        Raises:
+            EcpaError: ``ECPA_INVALID_INPUT`` for bytes that are not one line, a closed log
+                or a failed write.
+        """
+        if not line.endswith(b"\n") or b"\n" in line[:-1]:
+            raise EcpaError(ErrorCode.INVALID_INPUT, "expected one line ending with a newline")
+        with self._lock:
+            self._write_line(self._require_open(), line)
 
     def _sync(self, fd: int) -> None:
         try:

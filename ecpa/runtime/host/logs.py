@@ -23,6 +23,7 @@ from ecpa.runtime.judge.sources import judge_sources, newest_lines
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine
+from ecpa.runtime.model.host_journal import JOURNAL_DIR
 from ecpa.runtime.model.launch import ExpectedLaunch
 
 __all__ = ["MAX_LOGS", "FileLog", "ProcessLogs", "judge_logs", "open_process_logs"]
@@ -70,7 +71,7 @@ def open_process_logs(directory: Path) -> ProcessLogs:
         raise EcpaError(ErrorCode.INVALID_INPUT, detail) from None
     for name in sorted(os.listdir(logs.dir_fd)):
         if not LOG_NAME.fullmatch(name):
-            if not name.startswith("."):
+            if not name.startswith(".") and name != JOURNAL_DIR:  # the host's journals
                 text = (
                     f"file {name!r}: not a process log "
                     "(<role>.<ordinal>-<pid>-<ticks>.jsonl), skipped"

@@ -16,14 +16,18 @@ from typing import Any
 
 from ecpa._text import iso_utc, safe
 from ecpa.profile.jcs import canonicalize
+from ecpa.runtime.judge.host import source
 from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.timeline import Moment, ProcessRecords, Span, intervals, timeline
+from ecpa.runtime.model.host_journal import JournalCheck
 from ecpa.runtime.model.launch import ExpectedLaunch
 
 __all__ = ["AUDIT_SCHEMA", "LaunchLife", "audit_report", "report_bytes", "report_lines"]
 
 AUDIT_SCHEMA = "ecpa-audit-report/0.1"
 _COUNTS = ("calls", "selections", "abstentions", "failures", "changed")
+#: The host's counts of dispatches (docs/host-evidence.md), by outcome.
+_HOST_COUNTS = ("selected", "abstained", "invalid", "exception")
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,12 @@ def _cause(codes: set[str], proc_after: bool, refused: bool, ended: bool) -> str
         return "no evidence yet"
     if ReasonCode.CONFLICT.value in codes:
         return "conflict (two live processes claimed the slot)"
+    if ReasonCode.HOST_POLICY_DISABLED.value in codes:
+        return "the host disabled the policy"
+    if ReasonCode.HOST_EVIDENCE_MISSING.value in codes:
+        return "no host evidence"
+    if ReasonCode.HOST_NO_SELECTIONS.value in codes:
+        return "no selections witnessed by the host"
     if ReasonCode.ABSTAINING.value in codes:
         return "abstaining"
     if ReasonCode.NO_SELECTIONS.value in codes:
@@ -140,6 +150,61 @@ def _counts(processes: Sequence[ProcessRecords], start: int, end: int) -> dict[s
     return totals
 
 
+def _host_counts(processes: Sequence[ProcessRecords], start: int, end: int) -> dict[str, int]:
+    """The host's dispatches within ``[start, end)``, as :func:`_counts` counts the plugin's."""
+    totals = dict.fromkeys(_HOST_COUNTS, 0)
+    for proc in processes:
+        before, within = proc.upto(start - 1), proc.upto(end - 1)
+        if within == 0 or within == before:
+            continue
+        last = proc.accepted[within - 1].counters.host
+        first = proc.accepted[before - 1].counters.host if before else None
+        for name in _HOST_COUNTS:
+            now_value = 0 if last is None else getattr(last, name)
+            then_value = 0 if first is None else getattr(first, name)
+            totals[name] += max(now_value - then_value, 0)
+    return totals
+
+
+def _journals(
+    processes: Sequence[ProcessRecords], checks: dict[str, JournalCheck | str]
+) -> dict[str, Any]:
+    """The host journals' part of the report: each process's journal against its signed
+    accounts, and the findings (``host_journal_mismatch``, ``host_journal_unaccounted``)."""
+    entries: list[dict[str, Any]] = []
+    mismatches: list[dict[str, str]] = []
+    notes: list[dict[str, str]] = []
+    for proc in processes:
+        check = checks.get(proc.name)
+        if check is None:
+            continue
+        if isinstance(check, str):
+            entry: dict[str, Any] = {"log": proc.name, "problems": [check]}
+        else:
+            entry = {
+                "log": proc.name,
+                "lines": check.lines,
+                "accounted": check.accounted,
+                "unaccounted": check.unaccounted,
+                "problems": list(check.mismatches),
+            }
+            if check.unaccounted:
+                notes.append(
+                    {
+                        "code": ReasonCode.HOST_JOURNAL_UNACCOUNTED.value,
+                        "log": proc.name,
+                        "text": f"{check.unaccounted} line(s) after its newest account, "
+                        "never counted (the process died before signing them)",
+                    }
+                )
+        entries.append(entry)
+        mismatches.extend(
+            {"code": ReasonCode.HOST_JOURNAL_MISMATCH.value, "log": proc.name, "text": text}
+            for text in entry["problems"]
+        )
+    return {"journals": entries, "mismatches": mismatches, "notes": notes}
+
+
 def audit_report(
     processes: Sequence[ProcessRecords],
     expected: ExpectedLaunch,
@@ -149,9 +214,11 @@ def audit_report(
     window: tuple[int | None, int | None] = (None, None),
     refused: dict[str, int] | None = None,
     plan: dict[str, str] | None = None,
+    journals: dict[str, JournalCheck | str] | None = None,
 ) -> dict[str, Any]:
     """The report (see the module's text and docs/audit.md) of the launch over ``window``
-    (default: its whole life; an unended launch's life ends at ``now``)."""
+    (default: its whole life; an unended launch's life ends at ``now``); ``journals``: the
+    check of each process's host journal (None: not checked, as from a store)."""
     end_of_life = life.ended_at if life.ended_at is not None else max(now, life.started_at)
     supervised_until = life.ended_at
     if life.ended_at is None and life.unrecorded_end:
@@ -192,6 +259,7 @@ def audit_report(
                 "effective_s": _seconds(in_window),
                 "effective_fraction": _fraction(_seconds(in_window), end - start),
                 **_counts(mine, start, end),
+                "host": _host_counts(mine, start, end),
                 "gaps": gaps,
                 "processes": [
                     {
@@ -220,6 +288,10 @@ def audit_report(
             "the supervisor is gone and recorded no end (ecpa run was killed?): its "
             "liveness during the launch is unknown"
         )
+    host = None if journals is None else _journals(processes, journals)
+    if host is not None and host["mismatches"]:
+        exercised = False
+        why = f"a host journal disagrees with its signed accounts: {host['mismatches'][0]['text']}"
     report: dict[str, Any] = {
         "schema": AUDIT_SCHEMA,
         "launch_id": expected.launch_id,
@@ -239,6 +311,9 @@ def audit_report(
         "exercised": exercised,
         "exercised_detail": why,
         **decisions,
+        "source": source(expected),
+        "host": _host_counts(processes, start, end),
+        "host_journals": host,
         "records": {
             "accepted": sum(len(p.accepted) for p in processes),
             "refused": dict(sorted((refused or {}).items())),
@@ -282,6 +357,23 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     ]
     if report["ended_how"]:
         lines.append(f"ended: {report['ended_how']}")
+    host = report["host"]
+    lines.append(
+        f"source: {report['source']}; host witnessed: selected {host['selected']:,}, abstained "
+        f"{host['abstained']:,}, invalid {host['invalid']:,}, exception {host['exception']:,}"
+    )
+    journals = report["host_journals"]
+    if journals is None:
+        lines.append("host journals: not checked (not in the store)")
+    else:
+        checked = len(journals["journals"])
+        lines.append(
+            f"host journals: {checked} checked, {len(journals['mismatches'])} mismatch(es)"
+        )
+        lines.extend(
+            f"  {item['code']}: {item['log']}: {item['text']}"
+            for item in (*journals["mismatches"], *journals["notes"])
+        )
     for slot in report["slots"]:
         lines.append(
             f"slot {slot['slot']}: effective {slot['effective_s']} s "

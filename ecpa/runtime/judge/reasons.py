@@ -55,6 +55,27 @@ class ReasonCode(str, Enum):
     NOT_DESCENDANT = "not_descendant"
     #: Note: the observer dropped records (its counters say how many).
     DROPPED = "dropped"
+    # The host's own witness (docs/host-evidence.md).
+    #: Passed: the host witnessed dispatches where the plugin selected a victim.
+    HOST_SELECTIONS = "host_selections"
+    #: Failed (host evidence required): the host witnessed no selected dispatch.
+    HOST_NO_SELECTIONS = "host_no_selections"
+    #: Failed: the host witnessed an ``exception`` or ``invalid`` dispatch, so it disabled
+    #: the policy in that process.
+    HOST_POLICY_DISABLED = "host_policy_disabled"
+    #: Failed (host evidence required): no host event for a live slot's process.
+    HOST_EVIDENCE_MISSING = "host_evidence_missing"
+    #: Failed (host evidence required): the host resolved another policy than the plan's.
+    HOST_POLICY_MISMATCH = "host_policy_mismatch"
+    #: Failed (host evidence required): the sink could not record events (the host then
+    #: delivers no more, so the counts stop).
+    HOST_SINK_FAILED = "host_sink_failed"
+    #: Failed (audit): a host journal's lines and its process's signed accounts disagree: a
+    #: line removed, altered, inserted or moved.
+    HOST_JOURNAL_MISMATCH = "host_journal_mismatch"
+    #: Note (audit): journal lines after the newest account of a process that died before
+    #: signing them; never counted.
+    HOST_JOURNAL_UNACCOUNTED = "host_journal_unaccounted"
     # A slot (RUNTIME.md "Slots").
     #: Failed: no record of this launch verified (for a slot, or for the one 0.1 log).
     NO_EVIDENCE = "no_evidence"
@@ -126,6 +147,12 @@ FAILING = frozenset(
         ReasonCode.SUPERVISOR_NOT_ALIVE,
         ReasonCode.LAUNCH_ENDED,
         ReasonCode.EVIDENCE_UNREADABLE,
+        ReasonCode.HOST_NO_SELECTIONS,
+        ReasonCode.HOST_POLICY_DISABLED,
+        ReasonCode.HOST_EVIDENCE_MISSING,
+        ReasonCode.HOST_POLICY_MISMATCH,
+        ReasonCode.HOST_SINK_FAILED,
+        ReasonCode.HOST_JOURNAL_MISMATCH,
     }
 )
 

@@ -21,10 +21,11 @@ from typing import Any
 
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
+from ecpa.runtime.judge.host import disabled_reason, host_checks, host_view, source
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted
 from ecpa.runtime.judge.stream import Stream
-from ecpa.runtime.model.counters import COUNTERS_SCHEMA_01, Counters
+from ecpa.runtime.model.counters import COUNTERS_SCHEMA_01, Counters, HostCounts
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
 
@@ -71,6 +72,14 @@ class SlotStatus:
     counters: dict[str, Any] | None
     #: Why it is covered or not, each with its code (``slot`` None: the slot is this one).
     reasons: tuple[Reason, ...]
+    #: What backs the verdict: ``"host"`` (the host's witness is required) or ``"plugin"``.
+    source: str = "plugin"
+    #: What the host witnessed, as the deciding record accounts for it (None: nothing).
+    host: HostCounts | None = None
+
+    def host_json(self) -> dict[str, Any]:
+        """The slot's ``host`` in ``ecpa status --json`` (docs/host-evidence.md)."""
+        return host_view(self.host)
 
 
 @dataclass(frozen=True)
@@ -127,18 +136,10 @@ class Judge:
         failed: list[Reason] = []
         passed = [Reason(ReasonCode.ACCEPTED, f"{count} record(s) accepted, newest seq {rec.seq}")]
         counters, st = rec.counters, rec.statement
-        if counters.selections > 0:  # condition 2
-            self._abstaining(counters, failed, passed)
-            changed = counters.changed
-            shown = "" if changed is None else f"changed {changed}, "
-            text = (
-                f"selections {counters.selections} of {counters.calls} calls "
-                f"({shown}abstentions {counters.abstentions}, "
-                f"failures {counters.failures})"
-            )
-            passed.append(Reason(ReasonCode.SELECTIONS, text))
+        if self.expected.host_evidence == "required":  # condition 2, witnessed by the host
+            host_checks(self.expected, counters.host, self.now, failed, passed)
         else:
-            failed.append(Reason(ReasonCode.NO_SELECTIONS, no_selection_reason(counters)))
+            self._plugin_reports(counters, failed, passed)  # condition 2, as the plugin says
         age, window = self.now - st.issued_at, self.expected.heartbeat_window_s
         freshness = f"newest statement issued {age} s ago, heartbeat window {window} s"
         if st.issued_at >= self.now - window and st.expires_at >= self.now:  # condition 4
@@ -164,6 +165,27 @@ class Judge:
             text = f"note: the observer dropped {counters.dropped} record(s)"
             passed.append(Reason(ReasonCode.DROPPED, text))
         return failed, passed
+
+    def _plugin_reports(
+        self, counters: Counters, failed: list[Reason], passed: list[Reason]
+    ) -> None:
+        """Condition 2 from the plugin's own counts; a policy the host witnessed being
+        disabled fails whatever the plugin says (docs/host-evidence.md)."""
+        if counters.selections > 0:
+            self._abstaining(counters, failed, passed)
+            changed = counters.changed
+            shown = "" if changed is None else f"changed {changed}, "
+            text = (
+                f"selections {counters.selections} of {counters.calls} calls "
+                f"({shown}abstentions {counters.abstentions}, "
+                f"failures {counters.failures})"
+            )
+            passed.append(Reason(ReasonCode.SELECTIONS, text))
+        else:
+            failed.append(Reason(ReasonCode.NO_SELECTIONS, no_selection_reason(counters)))
+        disabled = disabled_reason(counters.host)
+        if disabled is not None:
+            failed.append(disabled)
 
     def _abstaining(self, counters: Counters, failed: list[Reason], passed: list[Reason]) -> None:
         """RUNTIME.md "Round 3": a plugin called without selecting for longer than
@@ -251,8 +273,11 @@ class Judge:
     def _slot_status(
         self, slot: Slot, rec: Accepted | None, covered: bool, reasons: Sequence[Reason]
     ) -> SlotStatus:
+        backed = source(self.expected)
         if rec is None:
-            return SlotStatus(slot.name, False, None, None, None, None, None, None, tuple(reasons))
+            return SlotStatus(
+                slot.name, False, None, None, None, None, None, None, tuple(reasons), backed
+            )
         last = rec.counters.last_dispatch_at
         return SlotStatus(
             slot.name,
@@ -264,6 +289,8 @@ class Judge:
             last if type(last) is int else None,
             rec.counters.to_dict(),
             tuple(reasons),
+            backed,
+            rec.counters.host,
         )
 
     def _slot(

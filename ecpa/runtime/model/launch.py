@@ -31,6 +31,7 @@ from ecpa.runtime.model.process import ProcessIdentity
 __all__ = [
     "DEFAULT_SLOTS",
     "EXIT_SCHEMA",
+    "HOST_EVIDENCE_MODES",
     "LAUNCH_SCHEMA",
     "LAUNCH_SCHEMA_01",
     "LAUNCH_SUBJECT",
@@ -159,6 +160,11 @@ class ExpectedLaunch:
     supervisor: ProcessIdentity | None = None
     #: The supervisor's children from before the command (pid, start ticks): not members.
     excluded: frozenset[tuple[int, int]] = frozenset()
+    #: ``"required"``: a slot is covered only on the host's own witness of its dispatches
+    #: (docs/host-evidence.md); ``"off"``: on the plugin's reports.
+    host_evidence: str = "off"
+    #: The policy the host must have resolved (``module.Class``), or None: any.
+    host_policy: str | None = None
 
     @property
     def membership(self) -> Membership | None:
@@ -215,7 +221,11 @@ _LAUNCH_EXTRA_02 = (
     "supervisor",
     "enroll_socket",
     "excluded_children",
+    "host_evidence",
+    "host_policy",
 )
+#: What ``host_evidence`` may say (absent: ``"off"``).
+HOST_EVIDENCE_MODES = ("off", "required")
 _MAX_NAME_BYTES = 200
 
 
@@ -280,6 +290,20 @@ def _excluded(value: object, what: str) -> frozenset[tuple[int, int]]:
     return frozenset(found)
 
 
+def _host_evidence(doc: dict[str, Any], what: str) -> tuple[str, str | None]:
+    """``host_evidence`` and ``host_policy`` of a 0.2 launch.json (absent: off, any)."""
+    mode, policy = doc.get("host_evidence", "off"), doc.get("host_policy")
+    if mode not in HOST_EVIDENCE_MODES:
+        raise invalid_input(
+            f"{what}: expected 'host_evidence' of {list(HOST_EVIDENCE_MODES)}, found {mode!r}"[:300]
+        )
+    if policy is not None and (type(policy) is not str or not policy.isprintable() or not policy):
+        raise invalid_input(
+            f"{what}: expected 'host_policy' as text or null, found {policy!r}"[:300]
+        )
+    return mode, policy
+
+
 def launch_from_file(path: Path) -> ExpectedLaunch:
     """The expected launch from a ``launch.json``: schema ``ecpa-launch/0.2`` (slots, the
     supervisor's identity) or ``ecpa-launch/0.1`` (one slot, a shared key); other members
@@ -313,9 +337,12 @@ def launch_from_bytes(data: bytes, what: str) -> ExpectedLaunch:
         expected = expected_from_dict(doc, what, extra=_LAUNCH_EXTRA)
     elif schema == LAUNCH_SCHEMA:
         base = expected_from_dict(doc, what, extra=_LAUNCH_EXTRA_02)
+        mode, policy = _host_evidence(doc, what)
         expected = replace(
             base,
             version="0.2",
+            host_evidence=mode,
+            host_policy=policy,
             slots=slots_from_list(doc.get("slots"), what),
             supervisor=_supervisor(doc.get("supervisor"), what),
             excluded=_excluded(doc.get("excluded_children"), what),

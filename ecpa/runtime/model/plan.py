@@ -1,6 +1,7 @@
-"""What a manager is asked to launch: a :class:`Plan` (schema ``ecpa-plan/0.2``; ``0.1``
-still read): the plugin, its artifact digest, the issuer, the evidence cadence and the
-obligated slots (RUNTIME.md "Slots").
+"""What a manager is asked to launch: a :class:`Plan` (schema ``ecpa-plan/0.3``; ``0.2`` and
+``0.1`` still read): the plugin, its artifact digest, the issuer, the evidence cadence, the
+obligated slots (RUNTIME.md "Slots") and whether the host's own evidence is required
+(docs/host-evidence.md).
 
 Plan files are strict JSON (PROFILE §4: UTF-8, no duplicate member, safe integers).
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -30,14 +31,21 @@ __all__ = [
     "MAX_EMIT_INTERVAL_S",
     "PLAN_SCHEMA",
     "PLAN_SCHEMA_01",
+    "PLAN_SCHEMA_02",
     "Plan",
     "launch_document",
     "plan_from_bytes",
     "plan_from_dict",
 ]
 
-PLAN_SCHEMA = "ecpa-plan/0.2"
+PLAN_SCHEMA = "ecpa-plan/0.3"
+PLAN_SCHEMA_02 = "ecpa-plan/0.2"
 PLAN_SCHEMA_01 = "ecpa-plan/0.1"
+#: What each older schema lacks, besides ``schema`` itself.
+_NOT_IN = {
+    PLAN_SCHEMA_02: ("host_evidence", "host_policy"),
+    PLAN_SCHEMA_01: ("host_evidence", "host_policy", "slots", "max_abstain_s"),
+}
 #: The longest statement lifetime (RUNTIME.md: ``expires_at - issued_at`` <= 300).
 MAX_TTL_S = 300
 #: At most a third of the longest lifetime: a statement issued every interval then always
@@ -70,13 +78,15 @@ class _PlanDoc(BaseModel):
     max_duration_s: _Seconds = 86400
     max_abstain_s: _Seconds = 30
     slots: list[Any] | None = None
+    host_evidence: Literal["off", "required"] = "off"
+    host_policy: _Text | None = None
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What a manager launches (schema ``ecpa-plan/0.2``): the plugin and its artifact, who
-    signs, the evidence cadence and the obligated slots. Build it with
-    :func:`plan_from_dict`, which checks it."""
+    """What a manager launches (schema ``ecpa-plan/0.3``): the plugin and its artifact, who
+    signs, the evidence cadence, the obligated slots, and whether the host's evidence is
+    required. Build it with :func:`plan_from_dict`, which checks it."""
 
     plan_id: str
     plugin_id: str
@@ -90,39 +100,44 @@ class Plan:
     #: covered (RUNTIME.md "Round 3": idle is not abstaining).
     max_abstain_s: int = 30
     slots: tuple[Slot, ...] = DEFAULT_SLOTS
+    #: ``"required"``: plugin reports alone never give ``runtime_effective``; each slot
+    #: needs the host's own witness of its dispatches. ``"off"``: the plugin's reports.
+    host_evidence: str = "off"
+    #: The policy the host must have resolved (``module.Class``, as the host names it), or
+    #: None (any).
+    host_policy: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan document (schema ``ecpa-plan/0.2``), every member given
+        """The plan document (schema ``ecpa-plan/0.3``), every member given
         (``plan_from_dict`` reads it back)."""
         doc = {k: v for k, v in asdict(self).items() if k != "slots"}
         return {"schema": PLAN_SCHEMA, **doc, "slots": [s.to_dict() for s in self.slots]}
 
 
 def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Plan:
-    """A checked :class:`Plan` from a plan document (schema ``ecpa-plan/0.2``, or
-    ``ecpa-plan/0.1``: no ``slots``, the one slot ``scheduler.0``).
+    """A checked :class:`Plan` from a plan document (schema ``ecpa-plan/0.3``; ``0.2``: no
+    ``host_evidence`` or ``host_policy``, host evidence off; ``ecpa-plan/0.1``: also no
+    ``slots``, the one slot ``scheduler.0``).
 
     Defaults: ``issuer`` ``default_issuer``, ``process_epoch`` 1, ``emit_interval_s`` 1
     (whole seconds, 1 to 100: a third of the longest statement lifetime, 300 s),
     ``heartbeat_window_s`` ``3 * emit_interval_s`` (given: at least the interval),
-    ``max_duration_s`` 86400, ``max_abstain_s`` 30 (0.2 plans), ``slots``
-    ``[{"role": "scheduler", "ordinal": 0}]``, and
-    ``plan_id`` ``plan:sha256:`` + the SHA-256 of the RFC 8785 bytes of the document with
-    every default filled in and without ``plan_id`` (for a 0.1 plan: its 0.1 form).
+    ``max_duration_s`` 86400, ``max_abstain_s`` 30 (0.2 plans on), ``slots``
+    ``[{"role": "scheduler", "ordinal": 0}]``, ``host_evidence`` ``"off"``, ``host_policy``
+    null, and ``plan_id`` ``plan:sha256:`` + the SHA-256 of the RFC 8785 bytes of the
+    document with every default filled in and without ``plan_id`` (for a 0.1 or 0.2 plan:
+    its own form, so its ``plan_id`` is the one it always had).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` naming the member (unknown members included).
     """
     schema = doc.get("schema")
-    if schema not in (PLAN_SCHEMA, PLAN_SCHEMA_01):
+    if schema not in (PLAN_SCHEMA, PLAN_SCHEMA_02, PLAN_SCHEMA_01):
         raise invalid_input(
-            f"{what}: expected member 'schema' {PLAN_SCHEMA!r} (or {PLAN_SCHEMA_01!r}), "
-            f"found {schema!r}"
+            f"{what}: expected member 'schema' {PLAN_SCHEMA!r} (or {PLAN_SCHEMA_02!r}, "
+            f"{PLAN_SCHEMA_01!r}), found {schema!r}"
         )
-    allowed = {"schema", *_PlanDoc.model_fields}
-    if schema == PLAN_SCHEMA_01:
-        allowed.discard("slots")
-        allowed.discard("max_abstain_s")
+    allowed = {"schema", *_PlanDoc.model_fields} - set(_NOT_IN.get(schema, ()))
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise invalid_input(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
@@ -151,13 +166,15 @@ def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Pl
         max_duration_s=parsed.max_duration_s,
         max_abstain_s=parsed.max_abstain_s,
         slots=slots,
+        host_evidence=parsed.host_evidence,
+        host_policy=parsed.host_policy,
     )
     if parsed.plan_id is not None:
         return replace(resolved, plan_id=parsed.plan_id)
     content = {k: v for k, v in resolved.to_dict().items() if k != "plan_id"}
-    if schema == PLAN_SCHEMA_01:  # the same plan_id a 0.1 plan always had
-        content = {k: v for k, v in content.items() if k not in ("slots", "max_abstain_s")}
-        content["schema"] = PLAN_SCHEMA_01
+    if schema != PLAN_SCHEMA:  # the same plan_id an older plan always had
+        content = {k: v for k, v in content.items() if k not in _NOT_IN[schema]}
+        content["schema"] = schema
     digest = hashlib.sha256(canonicalize(content)).hexdigest()
     return replace(resolved, plan_id=f"plan:sha256:{digest}")
 
@@ -206,6 +223,8 @@ def launch_document(
         "max_duration_s": plan.max_duration_s,
         "max_abstain_s": plan.max_abstain_s,
         "slots": [s.to_dict() for s in plan.slots],
+        "host_evidence": plan.host_evidence,
+        "host_policy": plan.host_policy,
         "supervisor": {
             "host": supervisor.host,
             "pid": supervisor.pid,
