@@ -63,8 +63,9 @@ class Observer(Protocol):
 
 
 #: How the recorder gets the process's observer for the slot the host bound: the observer,
-#: made for that slot if there is none yet, or None when the binding is unusable.
-ObserverFor = Callable[[Slot], "Observer | None"]
+#: made for that slot if there is none yet, or None when the binding is unusable; for None,
+#: the observer only if the process has one already (a refusal alone makes none).
+ObserverFor = Callable[[Slot | None], "Observer | None"]
 
 __all__ = ["DRAIN_S", "JOURNAL_DIR", "MAX_REFUSAL_LINES", "HostRecorder", "bounded_copy"]
 
@@ -313,6 +314,10 @@ class HostRecorder:
         return self._journal
 
     def _refuse(self, exc: HostEventRefused, raw: bytes | None) -> None:
+        if self._observer is None:  # its records carry the count, if it exists
+            self._observer = self._observer_source(None)
+            if self._observer is not None:
+                self._observer.attach_host(self)
         self.refused += 1
         code = exc.reason.value
         self.refusals[code] = self.refusals.get(code, 0) + 1

@@ -116,10 +116,14 @@ def hint_host_slot(event: object) -> None:
             return
 
 
-def observer_for_host(slot: Slot) -> Observer | None:
+def observer_for_host(slot: Slot | None) -> Observer | None:
     """The process observer, made for ``slot`` if it does not exist yet (see
-    :func:`hint_host_slot`); None as :func:`process_observer`."""
+    :func:`hint_host_slot`); None as :func:`process_observer`. For ``slot`` None: only an
+    observer the process already has (a process the host bound to no scheduler slot, a
+    worker say, never gets one for its refusals alone)."""
     global _host_slot
+    if slot is None:
+        return _observer if _resolved else None
     if _host_slot is None:
         _host_slot = slot
     return process_observer()
