@@ -34,7 +34,11 @@ DRIVE = [sys.executable, "-m", "dla_plugin.drive", "--seconds", "60", "--step-ms
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in BINDING_NAMES and not k.startswith("VLLM_ECPA_")
+    }
     env["PYTHONPATH"] = str(ROOT)
     return env
 
@@ -96,20 +100,23 @@ class Launches:
         plan: dict[str, Any] | None = None,
         extra: tuple[str, ...] = (),
         evidence_dir: Path | None = None,
+        stdout: Path | None = None,
     ) -> tuple[subprocess.Popen[str], Path]:
-        """Start ``ecpa run`` of ``command``; return it and its launch directory."""
+        """Start ``ecpa run`` of ``command`` (its standard output into the file ``stdout``,
+        else discarded); return it and its launch directory."""
         plan_file = self.tmp / "plan.json"
         plan_file.write_text(json.dumps(plan if plan is not None else PLAN))
         runs = evidence_dir if evidence_dir is not None else self.tmp / "runs"
         args = [str(ECPA), "run", "--plan", str(plan_file), "--evidence-dir", str(runs)]
-        proc = subprocess.Popen(
-            [*args, "--grace", str(grace), *extra, "--", *command],
-            env=clean_env(),
-            cwd=self.tmp,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        with open(os.devnull if stdout is None else stdout, "wb") as out:
+            proc = subprocess.Popen(
+                [*args, "--grace", str(grace), *extra, "--", *command],
+                env=clean_env(),
+                cwd=self.tmp,
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         self.procs.append(proc)
         assert proc.stderr is not None
         first = proc.stderr.readline()

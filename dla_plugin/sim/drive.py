@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -182,6 +183,14 @@ def _parser() -> argparse.ArgumentParser:
         "engine-core-scheduler and this ordinal (its evidence's slot scheduler.RANK)",
     )
     parser.add_argument(
+        "--linger",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="after the last step, print the summary and stay alive S seconds, idle (a "
+        "server waiting for requests), before exiting",
+    )
+    parser.add_argument(
         "--restart",
         action="store_true",
         help="with --processes: start a rank that died again, as a new process",
@@ -261,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats = engine.stats
     summary = {
         "path": args.path,
+        "pid": os.getpid(),
+        "dp_rank": args.dp_rank,
         "steps": stats.steps,
         "finished": len(stats.finished),
         "preemptions": stats.preemptions,
@@ -269,6 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stopped_by": stopped_by,
     }
     print(json.dumps(summary), flush=True)
+    if args.linger > 0 and stopped_by is None:
+        try:
+            time.sleep(args.linger)
+        except _Stop:
+            pass
     return 0
 
 
