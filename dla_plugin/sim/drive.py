@@ -24,6 +24,7 @@ and prints one JSON summary line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -281,10 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print(json.dumps(summary), flush=True)
     if args.linger > 0 and stopped_by is None:
-        try:
+        with contextlib.suppress(_Stop):  # SIGTERM ends the wait, cleanly
             time.sleep(args.linger)
-        except _Stop:
-            pass
     return 0
 
 

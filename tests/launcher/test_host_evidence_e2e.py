@@ -161,11 +161,10 @@ def test_the_audit_finds_a_journal_line_removed_or_changed(
     original = path.read_bytes()
     lines = original.splitlines(keepends=True)
     assert b"scheduler:selected" in lines[1]
+    altered = lines[1].replace(b"scheduler:selected", b"scheduler:abstained")
     for tampered in (
         b"".join(lines[:1] + lines[2:]),  # removed
-        b"".join(
-            [lines[0], lines[1].replace(b"scheduler:selected", b"scheduler:abstained"), *lines[2:]]
-        ),
+        b"".join([lines[0], altered, *lines[2:]]),
         b"".join([lines[0], lines[2], lines[1], *lines[3:]]),  # reordered
         original + lines[-1],  # appended after the final record
     ):
