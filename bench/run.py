@@ -10,6 +10,8 @@ docs/performance.md says what each ratio means):
 * ``ecpa verify --jobs 2`` against ``--jobs 1`` on a 100,000-record log (subprocesses);
 * peak memory of ``ecpa verify`` on a 1 GB log against a one-record log;
 * the observer's cost per DLA dispatch (``bench.observer``);
+* the host's cost of ecpa as its evidence sink (``bench.host_sink``): the host controller's
+  ``select_victim`` with ecpa's sink against a no-op sink, paced, and back to back;
 * start-up of the ``ecpa`` script against ``python -c pass`` (``bench.startup``): ``--version``,
   ``--help``, ``verify one.jws``, ``status --launch`` of a small real launch, and the floor of
   the libraries alone;
@@ -32,7 +34,7 @@ import time
 from pathlib import Path
 
 import ecpa
-from bench import observer
+from bench import host_sink, observer
 from bench.cli_logs import Workdir, jobs_row, memory_rows
 from bench.micro import micro_rows
 from bench.paired import Row, table
@@ -57,6 +59,32 @@ def observer_row(rounds: int, calls: int) -> Row:
         result["ratio"] <= OBSERVER_TARGET,
         f"{rounds} rounds x {calls:,} calls each way, 64 candidates",
     )
+
+
+def host_sink_rows(rounds: int, calls: int) -> list[Row]:
+    """``bench.host_sink.measure``: the host controller's ``select_victim`` with ecpa's
+    evidence sink over the same with a no-op sink, paced at 1,000 dispatches a second (the
+    target row), and back to back in blocks (information: the journal's thread too)."""
+    rows = []
+    for rate, name in ((1000.0, "host select_victim, ecpa sink"), (0.0, "the same, back to back")):
+        result = host_sink.measure(rounds, calls, rate)
+        rows.append(
+            Row(
+                name,
+                "the same, a no-op sink",
+                result["without_ns"] / 1000,
+                result["with_ns"] / 1000,
+                "us",
+                result["ratio"],
+                (result["ratio_min"], result["ratio_max"]),
+                f"<= {host_sink.TARGET:.2f}" if rate else "info",
+                result["ratio"] <= host_sink.TARGET if rate else None,
+                f"{rounds} rounds x {calls:,} calls each way; "
+                f"{result['records_per_s']:.2f} signed records/s, "
+                f"{result['lines_per_s']:,.0f} journal lines/s",
+            )
+        )
+    return rows
 
 
 def _load() -> str:
@@ -114,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += shared_rows(quick=quick, tmp=Path(tmp), dsn=args.pg_dsn)
         print(f"  PostgreSQL rows done ({time.monotonic() - started:.0f} s)", flush=True)
     rows.append(observer_row(obs_rounds, obs_calls))
+    rows += host_sink_rows(3 if quick else 21, 300 if quick else 2_000)
     print()
     print(table(rows))
     print(f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; load {_load()}")

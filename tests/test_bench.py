@@ -24,6 +24,19 @@ def bench(module: str, *args: str, timeout: float = 300) -> str:
     ).stdout
 
 
+def test_host_sink_bench_prints_its_ratios_and_the_record_volume() -> None:
+    out = bench("bench.host_sink", "--quick", timeout=120)
+    paced = re.search(r"ratio (\d+\.\d+) .* target <= 1\.10: (meets|MISSES)", out)
+    assert paced, out
+    assert float(paced.group(1)) > 0
+    assert re.search(r"ratio \d+\.\d+ .* target <= 1\.10: info", out), out
+    volumes = re.findall(r"journal ([\d,]+) lines for ([\d,]+) dispatches; .* ([\d.]+) signed", out)
+    assert len(volumes) == 2, out
+    for lines, dispatches, records in volumes:
+        assert int(lines.replace(",", "")) == int(dispatches.replace(",", "")) + 1
+        assert float(records) < 5  # one record per emit interval, whatever the rate
+
+
 def test_observer_bench_prints_its_ratio() -> None:
     out = bench("bench.observer", "--quick", timeout=120)
     ratio = re.search(r"ratio with/without (\d+\.\d+) .* target <= 1\.10: (meets|MISSES)", out)
@@ -43,6 +56,8 @@ BENCH_ROWS = [
     ("ecpa verify --jobs 2", "ecpa verify --jobs 1"),
     ("peak RSS, ", "the same on a 1-record log"),
     ("DLA dispatch with observer", "the same without observer"),
+    ("host select_victim, ecpa sink", "the same, a no-op sink"),
+    ("the same, back to back", "the same, a no-op sink"),
     ("ecpa --version", "python -c pass"),
     ("ecpa --help", "python -c pass"),
     ("ecpa verify one.jws", "python -c pass"),

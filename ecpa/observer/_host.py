@@ -44,8 +44,8 @@ from ecpa.runtime import (
     ProcessIdentity,
     Slot,
     check_binding,
+    check_host_event,
     host_line,
-    parse_host_line,
 )
 
 
@@ -240,7 +240,7 @@ class HostRecorder:
             if isinstance(item, _Unfit):
                 raise HostEventRefused(item.code, f"expected a host event, found {item.what}")
             raw = host_line(item)
-            event = parse_host_line(raw)
+            event = check_host_event(item, raw)  # as parse_host_line(raw), parsing nothing
             check_binding(event, self.claim)
             try:
                 slot = Slot("scheduler", event.ordinal)

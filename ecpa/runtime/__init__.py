@@ -73,14 +73,15 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.evidence import parse_record as parse_record
     from ecpa.runtime.model.evidence import read_log as read_log
     from ecpa.runtime.model.evidence import verify_evidence as verify_evidence
+    from ecpa.runtime.model.host_binding import ProcessClaim as ProcessClaim
+    from ecpa.runtime.model.host_binding import check_binding as check_binding
     from ecpa.runtime.model.host_event import DISPATCH_OUTCOMES as DISPATCH_OUTCOMES
     from ecpa.runtime.model.host_event import HOST_ENV_PREFIX as HOST_ENV_PREFIX
     from ecpa.runtime.model.host_event import HOST_EVENT_SCHEMA as HOST_EVENT_SCHEMA
     from ecpa.runtime.model.host_event import SCHEDULER_ROLE as SCHEDULER_ROLE
     from ecpa.runtime.model.host_event import SINK_TARGET as SINK_TARGET
     from ecpa.runtime.model.host_event import HostEvent as HostEvent
-    from ecpa.runtime.model.host_event import ProcessClaim as ProcessClaim
-    from ecpa.runtime.model.host_event import check_binding as check_binding
+    from ecpa.runtime.model.host_event import check_host_event as check_host_event
     from ecpa.runtime.model.host_event import host_line as host_line
     from ecpa.runtime.model.host_event import parse_host_line as parse_host_line
     from ecpa.runtime.model.host_ids import HostEventCode as HostEventCode
@@ -228,10 +229,11 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "HostEvent": ("ecpa.runtime.model.host_event", "HostEvent"),
     "HostEventCode": ("ecpa.runtime.model.host_ids", "HostEventCode"),
     "HostEventRefused": ("ecpa.runtime.model.host_ids", "HostEventRefused"),
-    "ProcessClaim": ("ecpa.runtime.model.host_event", "ProcessClaim"),
-    "check_binding": ("ecpa.runtime.model.host_event", "check_binding"),
+    "ProcessClaim": ("ecpa.runtime.model.host_binding", "ProcessClaim"),
+    "check_binding": ("ecpa.runtime.model.host_binding", "check_binding"),
     "host_line": ("ecpa.runtime.model.host_event", "host_line"),
     "parse_host_line": ("ecpa.runtime.model.host_event", "parse_host_line"),
+    "check_host_event": ("ecpa.runtime.model.host_event", "check_host_event"),
     "event_id_of": ("ecpa.runtime.model.host_ids", "event_id_of"),
     "dispatch_id_of": ("ecpa.runtime.model.host_ids", "dispatch_id_of"),
     "epoch_of": ("ecpa.runtime.model.host_ids", "epoch_of"),

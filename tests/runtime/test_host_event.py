@@ -21,6 +21,7 @@ from ecpa.runtime import (
     HostEventRefused,
     ProcessClaim,
     check_binding,
+    check_host_event,
     dispatch_id_of,
     epoch_of,
     event_id_of,
@@ -241,3 +242,31 @@ def test_an_event_of_another_launch_or_process_does_not_count(
     with pytest.raises(HostEventRefused) as caught:
         check_binding(parse_host_line(host_line(rehashed(unassigned))), CLAIM)
     assert caught.value.reason is HostEventCode.ENVIRONMENT_ASSIGNED
+
+
+def outcome(check: Any, *args: Any) -> object:
+    try:
+        return check(*args)
+    except HostEventRefused as exc:
+        return exc.reason
+
+
+_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=12)
+_values = _scalars | st.dictionaries(st.text(max_size=6), _scalars)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(DISPATCH)), _values), max_size=4), st.booleans())
+def test_the_sinks_check_of_the_dict_agrees_with_parsing_its_line(
+    changes: list[Any], digests: bool
+) -> None:
+    """The sink checks the dict it was handed (check_host_event) instead of parsing the line it
+    wrote from it: the same event, or the same refusal, for anything JSON's own types hold."""
+    doc = copy.deepcopy(DISPATCH)
+    for name, value in changes:
+        doc[name] = value
+    if digests:  # the digests of the changed members, when they can be computed
+        with contextlib.suppress(KeyError, TypeError):
+            doc = rehashed(doc)
+    raw = host_line(doc)
+    assert outcome(check_host_event, doc, raw) == outcome(parse_host_line, raw)

@@ -13,7 +13,7 @@ from the event's own members. Its refusals are :class:`HostEventRefused`, an
 :class:`~ecpa.errors.EcpaError` carrying a :class:`HostEventCode`.
 
 Pure: no clock, no I/O. What an event must also be to count for a launch and a process
-(bound to it, host-assigned, of this process) is :func:`check_binding`.
+(bound to it, host-assigned, of this process) is :mod:`~ecpa.runtime.model.host_binding`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from ecpa.runtime.model.host_ids import (
     HostEventCode,
     HostEventRefused,
     dispatch_id_of,
-    epoch_of,
     event_id_of,
 )
 
@@ -40,8 +39,7 @@ __all__ = [
     "SCHEDULER_ROLE",
     "SINK_TARGET",
     "HostEvent",
-    "ProcessClaim",
-    "check_binding",
+    "check_host_event",
     "host_line",
     "parse_host_line",
 ]
@@ -193,12 +191,16 @@ def _digest(value: Any, name: str) -> str | None:
     return value
 
 
-def _load(raw: bytes) -> dict[str, Any]:
+def _bounded(raw: bytes) -> None:
     if len(raw) > MAX_HOST_LINE:
         _refuse(
             HostEventCode.TOO_LARGE,
             f"expected a line of at most {MAX_HOST_LINE} bytes, found {len(raw)}",
         )
+
+
+def _load(raw: bytes) -> dict[str, Any]:
+    _bounded(raw)
     try:
         text = raw.decode("utf-8")
         value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
@@ -239,19 +241,35 @@ def parse_host_line(raw: bytes) -> HostEvent:
         HostEventRefused: ``TOO_LARGE``, ``NOT_JSON``, ``MALFORMED``, ``UNKNOWN_KIND``,
             ``DISPATCH_ID`` or ``EVENT_ID``, saying what was expected and found.
     """
-    doc = _load(raw)
+    return check_host_event(_load(raw), raw)
+
+
+def check_host_event(doc: dict[str, Any], raw: bytes) -> HostEvent:
+    """:func:`parse_host_line`'s checks on ``doc``, the value ``raw`` was written from
+    (``raw == host_line(doc)``), without parsing ``raw`` again: every check takes only
+    JSON's own types, exactly (``dict``, ``str``, ``int``, ``None``; never a subclass, a
+    float, a list where a member wants one of those), so a value that passes them reads
+    back from ``raw`` as itself, and one that fails them would fail as read back, or is
+    refused for a type JSON would have changed (a ``str`` subclass, say).
+
+    Raises:
+        HostEventRefused: as :func:`parse_host_line`.
+    """
+    _bounded(raw)
     if set(doc) != _MEMBERS:
         missing, extra = sorted(_MEMBERS - set(doc)), sorted(set(doc) - _MEMBERS)
         _malformed(f"expected the 0.1 members, found missing {missing}, extra {extra}"[:300])
     if doc["schema"] != HOST_EVENT_SCHEMA:
         _malformed(f"expected schema {HOST_EVENT_SCHEMA!r}, found {doc['schema']!r}"[:200])
-    if doc["event"] not in EVENTS or doc["observation_kind"] not in KINDS:
+    event, kind = doc["event"], doc["observation_kind"]
+    if type(event) is not str or type(kind) is not str or event not in EVENTS or kind not in KINDS:
         _refuse(
             HostEventCode.UNKNOWN_KIND,
             f"expected an event of {sorted(EVENTS)} and a kind of {sorted(KINDS)}, found "
             f"{doc['event']!r}, {doc['observation_kind']!r}"[:300],
         )
-    _check_strings(doc)
+    if b"\\ud" in raw or b"\\uD" in raw:  # a surrogate can only come escaped
+        _check_strings(doc)
     entry, process = doc["entry_point"], doc["process"]
     if type(entry) is not dict or set(entry) != _ENTRY:
         _malformed(f"expected entry_point with members {sorted(_ENTRY)}")
@@ -299,7 +317,6 @@ def parse_host_line(raw: bytes) -> HostEvent:
     if seq is not None:
         _count(seq, "invocation_seq", minimum=1)
     dispatch_id = _digest(doc["dispatch_id"], "dispatch_id")
-    kind = doc["observation_kind"]
     if kind == "loader_lifecycle":
         if any(x is not None for x in (occurrence, controller, seq, dispatch_id)):
             _malformed("expected a loader lifecycle event without scheduler identities")
@@ -345,58 +362,3 @@ def parse_host_line(raw: bytes) -> HostEvent:
         seq=seq,
         detail=detail,
     )
-
-
-@dataclass(frozen=True)
-class ProcessClaim:
-    """What a host event must name to count: this launch and this process."""
-
-    plan_id: str
-    launch_id: str
-    host: str
-    pid: int
-    start_ticks: int
-
-
-def check_binding(event: HostEvent, claim: ProcessClaim) -> None:
-    """That ``event`` counts for the launch and process of ``claim``: bound to its plan and
-    launch, its identity assigned by the host (not the environment, which any process may
-    set), naming this very process (host, pid, start ticks, and the epoch the host derives
-    from them), and bound to the engine-core scheduler role.
-
-    Raises:
-        HostEventRefused: ``UNBOUND``, ``OTHER_LAUNCH``, ``ENVIRONMENT_ASSIGNED``,
-            ``OTHER_PROCESS`` or ``NOT_SCHEDULER``.
-    """
-    if event.plan_id is None or event.launch_id is None:
-        _refuse(HostEventCode.UNBOUND, "expected an event bound to a plan and a launch")
-    if (event.plan_id, event.launch_id) != (claim.plan_id, claim.launch_id):
-        _refuse(
-            HostEventCode.OTHER_LAUNCH,
-            f"expected plan {claim.plan_id}, launch {claim.launch_id}; found "
-            f"{event.plan_id}, {event.launch_id}"[:300],
-        )
-    if event.assignment_source != "host":
-        _refuse(
-            HostEventCode.ENVIRONMENT_ASSIGNED,
-            f"expected a process identity the host assigned, found "
-            f"{event.assignment_source or 'no assignment source'}",
-        )
-    start_identity = f"pid:{event.pid}:start_ticks:{event.start_ticks}"
-    if (event.host, event.pid, event.start_ticks) != (claim.host, claim.pid, claim.start_ticks):
-        _refuse(
-            HostEventCode.OTHER_PROCESS,
-            f"expected host {claim.host}, pid {claim.pid}, start ticks {claim.start_ticks}; "
-            f"found {event.host}, {event.pid}, {event.start_ticks}"[:300],
-        )
-    if event.process_epoch != epoch_of(start_identity):
-        _refuse(
-            HostEventCode.OTHER_PROCESS,
-            f"expected the epoch the host derives, {epoch_of(start_identity)}, found "
-            f"{event.process_epoch}",
-        )
-    if event.role != SCHEDULER_ROLE:
-        _refuse(
-            HostEventCode.NOT_SCHEDULER,
-            f"expected role {SCHEDULER_ROLE!r}, found {event.role!r}"[:200],
-        )
