@@ -14,6 +14,7 @@ from pathlib import Path
 
 import ecpa
 from ecpa.observer.record import Signer, Window, build_evidence
+from ecpa.runtime.model.counters import HostCounts
 from ecpa.runtime.model.enroll import kid_for, log_name
 from ecpa.runtime.model.evidence import record_line
 from ecpa.runtime.model.launch import Slot
@@ -92,6 +93,31 @@ def process_signer(slot: Slot, who: ProcessIdentity, seed: bytes | None = None) 
     return Signer(key, kid_for(slot, who), slot, process_keys=True)
 
 
+HOST_POLICY = "dla_plugin.selector.DlaVictimSelector"
+
+
+def _host_account(selected: int, at: int) -> HostCounts:
+    """The account of a journal of one resolution and ``selected`` selected dispatches."""
+    digest = "sha256:" + "5" * 64
+    return HostCounts(
+        journal_lines=selected + 1,
+        journal_chain=digest,
+        newest_event_digest=digest,
+        policy=HOST_POLICY,
+        resolutions=1,
+        selected=selected,
+        abstained=0,
+        invalid=0,
+        exception=0,
+        lifecycle=0,
+        last_dispatch_at=at,
+        last_selection_at=at,
+        refused=0,
+        lost=0,
+        final=False,
+    )
+
+
 def write_launch(
     root: Path,
     *,
@@ -103,10 +129,13 @@ def write_launch(
     launch_id: str = "launch-bench",
     twin: bool = False,
     supervisor: ProcessIdentity = SUPERVISOR,
+    host_evidence: bool = False,
 ) -> Written:
     """Write the launch under ``root`` (see the module's text) and return where.
     ``supervisor`` names another supervisor in ``launch.json`` (a real live process, for a
-    shipper that checks it on this host); the fake ``/proc`` keeps the default one."""
+    shipper that checks it on this host); the fake ``/proc`` keeps the default one. With
+    ``host_evidence``, the plan requires the host's witness and each record carries the
+    account of a host journal (each dispatch a selection; the journal itself not written)."""
     wanted = tuple(Slot("scheduler", i) for i in range(slots))
     plan = Plan(
         plan_id=PLAN_ID,
@@ -116,6 +145,8 @@ def write_launch(
         emit_interval_s=interval,
         heartbeat_window_s=3 * interval,
         slots=wanted,
+        host_evidence="required" if host_evidence else "off",
+        host_policy=HOST_POLICY if host_evidence else None,
     )
     directory = root / launch_id
     logs = directory / "evidence" / launch_id
@@ -151,7 +182,10 @@ def write_launch(
             out.write(b"x\n" * filler)  # the long past, as short refused lines
             for seq in range(1, records + 1):
                 at = now - (records - seq) * interval
-                window = Window(seq, 4 * seq, 3 * seq, seq, 0, 0, at - interval, at, at, seq, at)
+                host = _host_account(3 * seq, at) if host_evidence else None
+                window = Window(
+                    seq, 4 * seq, 3 * seq, seq, 0, 0, at - interval, at, at, seq, at, host
+                )
                 out.write(record_line(build_evidence(env, who, signer, window, issued_at=at)))
         os.chmod(path, 0o600)
     trust = {"schema": "ecpa-trust-store/0.1", "keys": entries}

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ecpa.demo._host import host_loop
 from ecpa.demo._launch import launch_loop, slots_loop
 from ecpa.demo._sim import sim_step
 from ecpa.demo._tour import Ecpa, Say, Tour
@@ -202,6 +203,7 @@ def run_demo(ecpa: Ecpa, say: Say, *, keep: Path | None = None) -> tuple[int, in
         tour.step(status, 1, "no valid evidence", "runtime_effective under a disabled key")
         launch_loop(d, tour)
         slots_loop(d, tour)
+        host_loop(d, tour)
         sim_step(tour)
         if keep is not None:
             say(

@@ -54,7 +54,11 @@ def spawn_ecpa(args: list[str], *, cwd: Path, tour: Tour) -> subprocess.Popen[st
     """``ecpa ARGS...`` as a process of its own (shown as a background command), with no
     launch binding in its environment; its standard error is a pipe, for its first line."""
     tour.say("$ ecpa " + " ".join(shlex.quote(a) for a in args) + " &")
-    env = {k: v for k, v in os.environ.items() if k not in BINDING_NAMES}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in BINDING_NAMES and not k.startswith("VLLM_ECPA_")
+    }
     return subprocess.Popen(  # noqa: S603 - our own interpreter and arguments, no shell
         [sys.executable, "-m", "ecpa", *args],
         env=env,

@@ -14,5 +14,7 @@ ACTS = {
     "hosts": "several hosts: the evidence shipped into PostgreSQL, judged from there",
     "serve": "where operators look: ecpa serve (HTTP API, Prometheus metrics, a status page)",
     "audit": "after the launch: when was it effective? (ecpa audit, from its evidence)",
+    "host": "the host's own witness: ecpa as the vLLM-HUST host's evidence sink, host evidence "
+    "required, its journal audited",
     "sim": "does DLA pay off? the value simulator, steps timed as on an A100 80 GB",
 }

@@ -59,6 +59,17 @@ class _SnapshotCollector(Collector):
         counts = {
             key: CounterMetricFamily(name, text, labels=slot_labels) for key, name, text in _COUNTS
         }
+        backed = GaugeMetricFamily(
+            "ecpa_slot_evidence_source",
+            "1 for what backs the slot's verdict: host (the host's own witness, required by "
+            "the plan) or plugin (the plugin's reports).",
+            labels=[*slot_labels, "source"],
+        )
+        witnessed = CounterMetricFamily(
+            "ecpa_slot_host_dispatches",
+            "Dispatches of the slot's process the host witnessed, by outcome (newest account).",
+            labels=[*slot_labels, "outcome"],
+        )
         accepted = CounterMetricFamily(
             "ecpa_records_accepted", "Records of the launch accepted.", labels=launch
         )
@@ -89,9 +100,13 @@ class _SnapshotCollector(Collector):
                     value = (slot.counters or {}).get(key)
                     if isinstance(value, int) and not isinstance(value, bool):
                         family.add_metric(labels, float(value))
+                backed.add_metric([*labels, slot.source], 1.0)
+                if slot.host is not None:
+                    for outcome, n in slot.host_json()["dispatches"].items():
+                        witnessed.add_metric([*labels, outcome], float(n))
         yield from (effective, ended, slots, covered_slots, covered, age)
         yield from counts.values()
-        yield from (accepted, refused)
+        yield from (backed, witnessed, accepted, refused)
 
 
 class Metrics:

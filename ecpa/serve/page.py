@@ -71,18 +71,25 @@ def _slots(doc: dict[str, Any], now: float) -> str:
         counts = " / ".join(
             str(counters.get(k, "-")) for k in ("calls", "selections", "abstentions", "failures")
         )
+        host = slot.get("host") or {}
+        seen = host.get("dispatches") or {}
+        witnessed = " / ".join(
+            str(seen.get(k, "-")) for k in ("selected", "abstained", "invalid", "exception")
+        )
         rows.append(
             f"<tr><td>{_esc(slot.get('slot'))}</td><td>{_flag(slot.get('covered'))}</td>"
             f"<td>{_esc(proc.get('host', '-'))} {_esc(proc.get('pid', ''))}</td>"
             f"<td>{_esc(slot.get('age_s', '-'))}</td>"
             f"<td>{_esc(_when(slot.get('last_dispatch_at'), now))}</td>"
-            f"<td>{_esc(counts)}</td><td>{_reasons(slot.get('reasons') or [])}</td></tr>"
+            f"<td>{_esc(counts)}</td><td>{_esc(slot.get('source', '-'))}</td>"
+            f"<td>{_esc(witnessed)}</td><td>{_reasons(slot.get('reasons') or [])}</td></tr>"
         )
     if not rows:
         return "<p>no obligated slots</p>"
     head = (
         "<tr><th>slot</th><th>covered</th><th>process</th><th>evidence age (s)</th>"
         "<th>last dispatch</th><th>calls / selections / abstentions / failures</th>"
+        "<th>backed by</th><th>host witnessed: selected / abstained / invalid / exception</th>"
         "<th>reasons</th></tr>"
     )
     return f"<table>{head}{''.join(rows)}</table>"

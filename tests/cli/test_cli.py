@@ -61,20 +61,21 @@ def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str], tmp_path: 
     titles = [line[3:] for line in out.splitlines() if line.startswith("## ")]
     assert titles == list(ACTS.values())
     assert f"everything the demo made is in {kept}" in out
-    assert {"trust.json", "evidence.jws", "evidence.json", "runs", "runs2"} <= {
+    assert {"trust.json", "evidence.jws", "evidence.json", "runs", "runs2", "runs3"} <= {
         p.name for p in kept.iterdir()
     }
     assert f"$ ecpa verify {kept / 'evidence.jws'} --trust {kept / 'trust.json'}" in out
     again = ecpa_main("trust", "list", kept / "trust.json")  # the store as the demo left it
     assert (again.status, again.out.split()[0]) == (0, "DISABLED")
-    # 27 steps (the last: the DLA value simulator): 4 of ecpa serve (it listens, its API,
-    # its metrics before and after a rank is killed), 1 of ecpa audit after the launch, 2
-    # (ship, status --db) where PostgreSQL can be started
+    # 32 steps (the last: the DLA value simulator): 4 of ecpa serve (it listens, its API,
+    # its metrics before and after a rank is killed), 1 of ecpa audit after the launch, 5
+    # of the host's witness (launched, true, stopped, its journal audited, a line taken out
+    # found), 2 (ship, status --db) where PostgreSQL can be started
     counted = re.search(r"(\d+) of (\d+) steps behaved as the profile says", out)
     assert counted, out
     assert counted.group(1) == counted.group(2)
     assert "the serve extra is not installed" not in out  # the dev extra installs it
-    want = 27 - 2 * ("(skipped: " in out)
+    want = 32 - 2 * ("(skipped: " in out)
     assert int(counted.group(2)) == want, out
     for code in (
         "REPLAYED_NONCE",
@@ -85,6 +86,8 @@ def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str], tmp_path: 
         assert code in out
     assert "!! expected" not in out
     assert "step time profiled (a100-llama2-7b)" in out
+    assert "source: host; host witnessed: selected" in out
+    assert "host_journal_mismatch" in out
     assert re.search(
         r'ecpa_slot_covered\{launch_id="launch-[0-9a-f]{16}",slot="scheduler.1"\} 0.0', out
     )

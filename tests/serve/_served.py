@@ -58,13 +58,21 @@ def launch_id(n: int) -> str:
     return f"launch-{n:016x}"
 
 
-def write_runs(root: Path, count: int = 1, slots: int = 2) -> list[Written]:
+def write_runs(
+    root: Path, count: int = 1, slots: int = 2, *, host_evidence: bool = False
+) -> list[Written]:
     """``count`` launches of ``slots`` slots in ``root`` (0700, like ``ecpa run``'s)."""
     root.mkdir(mode=0o700, exist_ok=True)
     now = int(time.time())
     return [
         write_launch(
-            root, slots=slots, records=3, now=now, interval=INTERVAL, launch_id=launch_id(i)
+            root,
+            slots=slots,
+            records=3,
+            now=now,
+            interval=INTERVAL,
+            launch_id=launch_id(i),
+            host_evidence=host_evidence,
         )
         for i in range(1, count + 1)
     ]

@@ -74,6 +74,61 @@ def test_metrics_name_each_launch_and_slot(tmp_path: Path) -> None:
     assert sample(text, "ecpa_serve_source_up", source=str(runs)) == 1.0
 
 
+def test_what_backs_each_slot_and_what_the_host_witnessed(tmp_path: Path) -> None:
+    """API, metrics and page say the source of each slot's verdict and the host's counts."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1, slots=2, host_evidence=True)
+    with served(sources_of(runs, written)) as srv:
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+        text = srv.metrics_text()
+        _, _, page = srv.request("GET", "/")
+    assert doc["runtime_effective"] is True
+    for slot in doc["slots"]:
+        assert slot["source"] == "host"
+        assert slot["host"]["resolved"] is True
+        assert slot["host"]["dispatches"]["selected"] == 9  # the newest record, seq 3
+        name = slot["slot"]
+        assert (
+            sample(text, "ecpa_slot_evidence_source", launch_id=ONE, slot=name, source="host")
+            == 1.0
+        )
+        assert (
+            sample(
+                text,
+                "ecpa_slot_host_dispatches_total",
+                launch_id=ONE,
+                slot=name,
+                outcome="selected",
+            )
+            == 9.0
+        )
+        assert (
+            sample(
+                text,
+                "ecpa_slot_host_dispatches_total",
+                launch_id=ONE,
+                slot=name,
+                outcome="exception",
+            )
+            == 0.0
+        )
+    assert b"backed by" in page
+    assert b"<td>host</td><td>9 / 0 / 0 / 0</td>" in page
+
+
+def test_a_plugin_backed_slot_says_so(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1, slots=1)
+    with served(sources_of(runs, written)) as srv:
+        text = srv.metrics_text()
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+    assert doc["slots"][0]["source"] == "plugin"
+    assert doc["slots"][0]["host"]["resolved"] is False
+    labels = {"launch_id": ONE, "slot": "scheduler.0"}
+    assert sample(text, "ecpa_slot_evidence_source", **labels, source="plugin") == 1.0
+    assert sample(text, "ecpa_slot_host_dispatches_total", **labels, outcome="selected") is None
+
+
 def test_refused_records_are_counted_by_code(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     written = write_runs(runs, 1)

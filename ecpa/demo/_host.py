@@ -1,0 +1,64 @@
+"""The demo's act of the host's own witness (docs/host-evidence.md): the DLA driver on the typed
+preemption policy path, where the project's model of the vLLM-HUST host delivers each
+resolution and dispatch to ecpa's sink, under ``ecpa run --host-evidence required``; status
+true on the host's word; the launch stopped; its audit checks the journal against the signed
+accounts, and finds a line taken out of it.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ecpa.demo._tour import Tour, first_line, spawn_ecpa
+
+__all__ = ["host_loop"]
+
+_LAUNCHED = r"ecpa run: launch \S+ in (.+)$"
+
+
+def host_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
+    """Launch with host evidence required, status true, stop, audit, audit a tampered
+    journal; one check per step."""
+    command = [sys.executable, "-m", "dla_plugin.drive", "--path", "policy", "--seconds", "120"]
+    command += ["--step-ms", "1", "--blocks", "256", "--predictions", "lognormal-1.0"]
+    args = ["run", "--evidence-dir", str(d / "runs3"), "--host-evidence", "required"]
+    args += ["--grace", "5", "--", *command]
+    tour.act("host")
+    proc = spawn_ecpa(args, cwd=d, tour=tour)
+    try:
+        match = first_line(proc, _LAUNCHED, tour)
+        if match is None:
+            return
+        launch_dir = Path(match.group(1))
+        launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
+        status = ["status", "--launch", str(launch_dir)]
+        deadline = time.monotonic() + timeout
+        while tour.ecpa(status)[0] != 0 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        why = "true on the host's word: it witnessed the policy's dispatches, not the plugin"
+        tour.step(status, 0, "host witnessed policy", why)
+        time.sleep(4)  # a few seconds of work, for the audit to show
+        proc.send_signal(signal.SIGTERM)
+        tour.checks.append(proc.wait(timeout=timeout) == 0)
+        tour.say("\n# stop the launch (SIGTERM): the final records account for every line")
+        audit = ["audit", "--launch", str(launch_dir)]
+        tour.step(audit, 0, "host journals: 1 checked, 0 mismatch(es)", "the journal audited")
+        [journal] = sorted((launch_dir / "evidence" / launch_dir.name / "host").glob("s*.jsonl"))
+        lines = journal.read_bytes().splitlines(keepends=True)
+        tour.say(f"\n# take line 2 of {len(lines)} out of {journal.name}")
+        journal.write_bytes(b"".join(lines[:1] + lines[2:]))
+        tour.step(audit, 1, "host_journal_mismatch", "the audit finds the line gone")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
