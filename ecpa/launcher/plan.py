@@ -103,14 +103,11 @@ def bundle_manifest() -> tuple[str, bytes]:
     return f"{package}/{manifests[0].name}", data
 
 
-def bundle_policy(manifest: bytes, plugin_id: str = DEFAULT_PLUGIN_ID) -> str:
+def bundle_policy(manifest: bytes, plugin_id: str = DEFAULT_PLUGIN_ID) -> str | None:
     """The policy name the host gives the bundle's component ``plugin_id`` when it resolves
     it as a typed preemption policy: its ``implementation_ref`` ``module:Class`` read as
-    ``module.Class`` (the host names a policy by its class's module and qualified name).
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` when the manifest names no such component.
-    """
+    ``module.Class`` (the host names a policy by its class's module and qualified name);
+    None when the manifest names no such component."""
     try:
         doc = parse_object(manifest, what="bundle manifest")
         bundle = doc.get("bundle_id")
@@ -122,10 +119,7 @@ def bundle_policy(manifest: bytes, plugin_id: str = DEFAULT_PLUGIN_ID) -> str:
     except (EcpaError, AttributeError, TypeError):
         refs = []
     if len(refs) != 1 or not isinstance(refs[0], str) or refs[0].count(":") != 1:
-        raise invalid_input(
-            f"expected the bundle manifest to name component {plugin_id} with an "
-            f"implementation_ref module:Class, found {refs!r}"[:300]
-        )
+        return None
     return refs[0].replace(":", ".")
 
 
@@ -144,14 +138,21 @@ def with_host_evidence(plan: Plan, mode: str) -> Plan:
                 f"expected the plan's host_policy (the policy's module.Class, as the host "
                 f"names it) with host evidence required of plugin {plan.plugin_id!r}, found none"
             )
-        doc["host_policy"] = bundle_policy(bundle_manifest()[1])
+        where, manifest = bundle_manifest()
+        doc["host_policy"] = bundle_policy(manifest)
+        if doc["host_policy"] is None:
+            raise invalid_input(
+                f"expected the bundle manifest {where} to name component {plan.plugin_id} "
+                "with an implementation_ref module:Class (the host's policy name), found none"
+            )
     return plan_from_dict(doc, "--host-evidence", default_issuer=plan.issuer)
 
 
 def default_plan(*, issuer: str | None = None) -> Plan:
     """The plan for the installed DLA bundle: plugin ``org.vllm-hust.dla/victim-selector``,
     artifact digest the SHA-256 of its manifest's bytes, ``host_policy`` the name the host
-    gives its component as a preemption policy, every other member its default
+    gives its component as a preemption policy (when the manifest names it), every other
+    member its default
     (``plan_id`` the digest of the resolved plan, see
     :func:`ecpa.runtime.model.launch.plan_from_dict`).
 
@@ -159,12 +160,14 @@ def default_plan(*, issuer: str | None = None) -> Plan:
         EcpaError: ``ECPA_INVALID_INPUT`` as :func:`bundle_manifest`.
     """
     where, data = bundle_manifest()
-    doc = {
+    doc: dict[str, object] = {
         "schema": PLAN_SCHEMA,
         "plugin_id": DEFAULT_PLUGIN_ID,
         "artifact_digest": "sha256:" + hashlib.sha256(data).hexdigest(),
-        "host_policy": bundle_policy(data),
     }
+    policy = bundle_policy(data)
+    if policy is not None:
+        doc["host_policy"] = policy
     return plan_from_dict(
         doc, f"default plan for {where}", default_issuer=issuer or default_issuer()
     )

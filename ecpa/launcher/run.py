@@ -45,6 +45,7 @@ from ecpa.launcher.plan import (
     default_issuer,
     default_plan,
     load_plan,
+    with_host_evidence,
 )
 from ecpa.launcher.supervise import FORWARDED, LaunchExit, Supervisor
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
@@ -182,6 +183,8 @@ def prepare_launch(
             f"expected a launch id of launch- and 16 lowercase hex digits, found {launch_id!r}"
         )
     plan = plan_from_dict(plan.to_dict(), "plan", default_issuer=plan.issuer)
+    if plan.host_evidence == "required" and plan.host_policy is None:
+        plan = with_host_evidence(plan, "required")  # the bundle's policy, or refused
     _time(now, "now")
     _time(now + plan.max_duration_s, "the end of the launch (now + max_duration_s)")
     boss = supervisor if supervisor is not None else read_identity()

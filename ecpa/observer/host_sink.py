@@ -10,6 +10,7 @@ signing happen off that thread (:mod:`ecpa.observer._host`).
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from typing import Any
@@ -74,6 +75,14 @@ def _start(event: Any) -> Any:
         return recorder
 
 
+def _close_at_exit() -> None:
+    """Journal what is still queued (the observer's own exit, which runs first, has closed
+    the recorder it signs for; a recorder with no observer, refusals only, is closed here)."""
+    recorder = _recorder
+    if recorder is not None:
+        recorder.close()
+
+
 def _after_fork_in_child() -> None:
     global _recorder, _refusal, _lock
     _lock = threading.Lock()
@@ -81,5 +90,6 @@ def _after_fork_in_child() -> None:
     _refusal = None
 
 
+atexit.register(_close_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

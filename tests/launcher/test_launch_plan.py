@@ -360,3 +360,86 @@ def test_a_launch_id_that_cannot_name_a_file_is_refused(tmp_path: Path, launch_i
     with pytest.raises(ecpa.EcpaError) as exc_info:
         launch_from_file(path)
     assert exc_info.value.code is INVALID
+
+
+# --- host evidence (plans 0.3, docs/host-evidence.md) --------------------------------------
+
+POLICY = "dla_plugin.selector.DlaVictimSelector"
+
+
+def test_a_03_plan_says_whether_the_hosts_witness_is_required(tmp_path: Path) -> None:
+    plan = parse(plan_doc(host_evidence="required", host_policy=POLICY))
+    assert (plan.host_evidence, plan.host_policy) == ("required", POLICY)
+    assert parse(plan.to_dict()) == plan
+    assert parse(plan_doc()).host_evidence == "off"  # the default
+    doc = launch_document(
+        plan, launch_id="l-1", challenge="c" * 43, started_at=1, supervisor=SUPERVISOR
+    )
+    assert (doc["host_evidence"], doc["host_policy"]) == ("required", POLICY)
+    path = tmp_path / "launch.json"
+    path.write_text(json.dumps(doc))
+    expected = launch_from_file(path)
+    assert (expected.host_evidence, expected.host_policy) == ("required", POLICY)
+    # a launch.json written before these members: host evidence off, any policy
+    path.write_text(json.dumps({k: v for k, v in doc.items() if not k.startswith("host_")}))
+    assert (launch_from_file(path).host_evidence, launch_from_file(path).host_policy) == (
+        "off",
+        None,
+    )
+    for bad in ({"host_evidence": "on"}, {"host_policy": ""}, {"host_policy": 3}):
+        path.write_text(json.dumps({**doc, **bad}))
+        with pytest.raises(ecpa.EcpaError) as exc_info:
+            launch_from_file(path)
+        assert exc_info.value.code is INVALID
+        assert next(iter(bad)) in exc_info.value.detail
+
+
+def test_a_02_plan_is_read_with_host_evidence_off_and_keeps_its_plan_id() -> None:
+    doc = plan_doc(schema="ecpa-plan/0.2", plan_id=None)
+    old = parse(doc)
+    assert (old.host_evidence, old.host_policy) == ("off", None)
+    content = {k: v for k, v in old.to_dict().items() if k not in ("plan_id", "host_evidence")}
+    content = {
+        **{k: v for k, v in content.items() if k != "host_policy"},
+        "schema": "ecpa-plan/0.2",
+    }
+    assert old.plan_id == "plan:sha256:" + hashlib.sha256(ecpa.canonicalize(content)).hexdigest()
+    with pytest.raises(ecpa.EcpaError) as exc_info:  # 0.2 has no such member
+        parse(plan_doc(schema="ecpa-plan/0.2", host_evidence="required"))
+    assert "host_evidence" in exc_info.value.detail
+
+
+def test_host_evidence_required_of_the_bundle_takes_its_policy(bundle: Path) -> None:
+    from ecpa.launcher.plan import with_host_evidence
+
+    manifest = {
+        "bundle_id": "org.vllm-hust.dla",
+        "components": [{"component_id": "victim-selector", "implementation_ref": "pkg.mod:Policy"}],
+    }
+    (bundle / "vllm-hust-extension-v1.json").write_text(json.dumps(manifest))
+    plan = default_plan(issuer=ISSUER)
+    assert plan.host_policy == "pkg.mod.Policy"  # module:Class as the host names it
+    required = with_host_evidence(replace_policy(plan), "required")
+    assert (required.host_evidence, required.host_policy) == ("required", "pkg.mod.Policy")
+    assert with_host_evidence(required, "off").host_evidence == "off"
+    other = parse(plan_doc(plugin_id="someone.else/policy"))
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        with_host_evidence(other, "required")
+    assert "host_policy" in exc_info.value.detail
+    with pytest.raises(ecpa.EcpaError):
+        with_host_evidence(plan, "sometimes")
+
+
+def replace_policy(plan: Plan) -> Plan:
+    return plan_from_dict({**plan.to_dict(), "host_policy": None}, "p", default_issuer=ISSUER)
+
+
+def test_a_manifest_without_the_component_gives_no_policy(bundle: Path) -> None:
+    from ecpa.launcher.plan import with_host_evidence
+
+    (bundle / "vllm-hust-extension-v1.json").write_bytes(b"{}")
+    plan = default_plan(issuer=ISSUER)
+    assert plan.host_policy is None  # host evidence off: nothing to pin
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        with_host_evidence(plan, "required")
+    assert "implementation_ref" in exc_info.value.detail

@@ -63,8 +63,6 @@ class HostEventCode(str, Enum):
     #: A delivery not after the previous one, a dispatch sequence already seen, or a
     #: controller resolved twice.
     REPLAYED = "host_event_replayed"
-    #: The process has no launch binding (``ecpa run`` sets it): nothing to record it for.
-    NO_LAUNCH = "host_event_no_launch"
 
 
 class HostEventRefused(EcpaError):
