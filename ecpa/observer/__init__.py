@@ -1,7 +1,9 @@
 """The in-process observer (RUNTIME.md "Observer", "Hot-path budget"): counters on the
 scheduler's thread (:class:`Observer`, :func:`process_observer`), the record builder
 (:mod:`~ecpa.observer.record`) and the sink that appends off the hot path
-(:mod:`~ecpa.observer._sink`); the process-wide observer (:mod:`~ecpa.observer._process`).
+(:mod:`~ecpa.observer._sink`); the process-wide observer (:mod:`~ecpa.observer._process`);
+the vLLM-HUST host's evidence sink (:mod:`~ecpa.observer.host_sink`, its recorder
+:mod:`~ecpa.observer._host`), whose journal's account every record then carries.
 
 May import: :mod:`ecpa.profile`, :mod:`ecpa.runtime`, :mod:`ecpa.errors`; never launcher,
 corpus or cli.
