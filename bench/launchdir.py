@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ecpa
+from dla_plugin.host_evidence import Occurrence, host_event
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.runtime.model.counters import HostCounts
 from ecpa.runtime.model.enroll import kid_for, log_name
 from ecpa.runtime.model.evidence import record_line
+from ecpa.runtime.model.host_event import host_line, parse_host_line
+from ecpa.runtime.model.host_ids import epoch_of
+from ecpa.runtime.model.host_journal import JOURNAL_DIR, HostBook
 from ecpa.runtime.model.launch import Slot
 from ecpa.runtime.model.plan import Plan, launch_document
 from ecpa.runtime.model.process import LaunchEnvironment, ProcessIdentity
@@ -96,26 +100,60 @@ def process_signer(slot: Slot, who: ProcessIdentity, seed: bytes | None = None) 
 HOST_POLICY = "dla_plugin.selector.DlaVictimSelector"
 
 
-def _host_account(selected: int, at: int) -> HostCounts:
-    """The account of a journal of one resolution and ``selected`` selected dispatches."""
-    digest = "sha256:" + "5" * 64
-    return HostCounts(
-        journal_lines=selected + 1,
-        journal_chain=digest,
-        newest_event_digest=digest,
-        policy=HOST_POLICY,
-        resolutions=1,
-        selected=selected,
-        abstained=0,
-        invalid=0,
-        exception=0,
-        lifecycle=0,
-        last_dispatch_at=at,
-        last_selection_at=at,
-        refused=0,
-        lost=0,
-        final=False,
-    )
+class _HostJournal:
+    """A process's host journal as ecpa's sink writes it: the events the project's model of
+    the host delivers (a resolution, then selected dispatches), each line accounted for by a
+    :class:`HostBook` as the sink accounts for it."""
+
+    def __init__(self, who: ProcessIdentity, slot: Slot, launch_id: str, path: Path) -> None:
+        start = f"pid:{who.pid}:start_ticks:{who.start_ticks}"
+        self.identity = {
+            "host": who.host,
+            "role": "engine-core-scheduler",
+            "ordinal": slot.ordinal,
+            "pid": who.pid,
+            "start_identity": start,
+            "process_epoch": epoch_of(start),
+            "assignment_source": "host",
+        }
+        self.launch_id = launch_id
+        self.book = HostBook()
+        self.out = path.open("wb")
+        self.attempt = self.seq = 0
+
+    def deliver(self, detail: str, occurrence: int | str, kind: str, at: int) -> None:
+        self.attempt += 1
+        what = Occurrence(
+            "resolved" if kind == "scheduler_resolution" else "invoked",
+            "vllm.preemption_policy",
+            HOST_POLICY,
+            HOST_POLICY,
+            f"engine-core.scheduler:{detail}",
+            occurrence,
+            kind,
+            "controller-bench",
+            PLAN_ID,
+            self.launch_id,
+            "bound",
+        )
+        event = host_event(
+            self.identity, what, delivery_attempt=self.attempt, observed_at_ns=at * 10**9
+        )
+        line = host_line(event)
+        self.book.add(parse_host_line(line))
+        self.out.write(line + b"\n")
+
+    def account(self, selected: int, at: int) -> HostCounts:
+        """Deliver dispatches until ``selected`` were, then the account of every line."""
+        if self.attempt == 0:
+            self.deliver("protocol-validated", "controller:controller-bench", _RESOLUTION, at)
+        while self.seq < selected:
+            self.seq += 1
+            self.deliver("selected", self.seq, "scheduler_dispatch", at)
+        return self.book.counts(refused=0, lost=0, final=False)
+
+
+_RESOLUTION = "scheduler_resolution"
 
 
 def write_launch(
@@ -134,8 +172,9 @@ def write_launch(
     """Write the launch under ``root`` (see the module's text) and return where.
     ``supervisor`` names another supervisor in ``launch.json`` (a real live process, for a
     shipper that checks it on this host); the fake ``/proc`` keeps the default one. With
-    ``host_evidence``, the plan requires the host's witness and each record carries the
-    account of a host journal (each dispatch a selection; the journal itself not written)."""
+    ``host_evidence``, the plan requires the host's witness, each process has its host
+    journal (a resolution, then selected dispatches, delivered by the model of the host)
+    and each record carries its account."""
     wanted = tuple(Slot("scheduler", i) for i in range(slots))
     plan = Plan(
         plan_id=PLAN_ID,
@@ -164,8 +203,15 @@ def write_launch(
     if twin:  # a second live process in slot 0, with a key of its own
         writers.append((wanted[0], ProcessIdentity(HOST, 2000, 5000, BOOT), b"t" * 32))
     entries = []
+    if host_evidence:
+        (logs / JOURNAL_DIR).mkdir(mode=0o700)
     for slot, who, seed in writers:
         signer = process_signer(slot, who, seed)
+        journal = (
+            _HostJournal(who, slot, launch_id, logs / JOURNAL_DIR / log_name(signer.kid))
+            if host_evidence
+            else None
+        )
         entries.append(
             {
                 "issuer": ISSUER,
@@ -182,12 +228,14 @@ def write_launch(
             out.write(b"x\n" * filler)  # the long past, as short refused lines
             for seq in range(1, records + 1):
                 at = now - (records - seq) * interval
-                host = _host_account(3 * seq, at) if host_evidence else None
+                host = None if journal is None else journal.account(3 * seq, at)
                 window = Window(
                     seq, 4 * seq, 3 * seq, seq, 0, 0, at - interval, at, at, seq, at, host
                 )
                 out.write(record_line(build_evidence(env, who, signer, window, issued_at=at)))
         os.chmod(path, 0o600)
+        if journal is not None:
+            journal.out.close()
     trust = {"schema": "ecpa-trust-store/0.1", "keys": entries}
     (directory / "trust.json").write_text(json.dumps(trust))
     alive = {**{(s, w.pid): w for s, w, _ in writers}}

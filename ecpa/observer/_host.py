@@ -80,6 +80,7 @@ _WAKE_AT = 1024
 #: Refusals written to the refusal log per process; the rest only counted.
 MAX_REFUSAL_LINES = 1000
 _MAX_MEMBERS = 32
+_SCHEDULER_KINDS = ("scheduler_resolution", "scheduler_dispatch")
 _MAX_TEXT = 8192
 
 
@@ -145,7 +146,10 @@ class HostRecorder:
         #: Deliveries the sink raised for, and events it took but could not journal.
         self.lost = 0
         self.refused = 0
+        #: Refused events that said they were a resolution or a dispatch.
+        self.refused_scheduler = 0
         self.refusals: dict[str, int] = {}
+        self._sealed = False
         self.book = HostBook()
         self._io_lock = threading.Lock()
         self._observer_source = observer_for
@@ -194,11 +198,16 @@ class HostRecorder:
                 _LOG.exception("ecpa observer: host journal error, going on")
 
     def drain(self) -> None:
-        """Journal or refuse everything queued, from the calling thread, then sync."""
+        """Journal or refuse everything queued, from the calling thread, then sync. After
+        the final account nothing more is journaled: what is still queued is lost."""
         with self._io_lock:
             queue, wrote = self._queue, False
             while queue:
-                wrote = self._take(queue.popleft()) or wrote
+                item = queue.popleft()
+                if self._sealed:
+                    self.lost += 1  # delivered as the process ended: after its last word
+                    continue
+                wrote = self._take(item) or wrote
             if wrote and self._journal is not None:
                 try:
                     self._journal.flush()
@@ -210,7 +219,13 @@ class HostRecorder:
         last record, after :meth:`close`)."""
         self.drain()
         with self._io_lock:
-            return self.book.counts(refused=self.refused, lost=self.lost, final=final)
+            self._sealed = self._sealed or final  # no line may follow a final account
+            return self.book.counts(
+                refused=self.refused,
+                refused_scheduler=self.refused_scheduler,
+                lost=self.lost,
+                final=final,
+            )
 
     def close(self) -> None:
         """Stop taking events (a delivery after this raises), journal what is queued, and
@@ -257,7 +272,12 @@ class HostRecorder:
                 )
             self.book.check(event)
         except HostEventRefused as exc:
-            self._refuse(exc, raw)
+            self._refuse(exc, raw, item)
+            return False
+        except Exception as exc:  # a defect here must never stop the journal or a record
+            _LOG.exception("ecpa observer: host event check failed, refused")
+            detail = f"the check failed: {type(exc).__name__}"
+            self._refuse(HostEventRefused(HostEventCode.MALFORMED, detail), raw, item)
             return False
         journal = self._journal_for(observer)
         if journal is None:
@@ -313,12 +333,15 @@ class HostRecorder:
                 return None
         return self._journal
 
-    def _refuse(self, exc: HostEventRefused, raw: bytes | None) -> None:
+    def _refuse(self, exc: HostEventRefused, raw: bytes | None, item: object) -> None:
         if self._observer is None:  # its records carry the count, if it exists
             self._observer = self._observer_source(None)
             if self._observer is not None:
                 self._observer.attach_host(self)
         self.refused += 1
+        kind = item.get("observation_kind") if type(item) is dict else None
+        if kind in _SCHEDULER_KINDS:
+            self.refused_scheduler += 1
         code = exc.reason.value
         self.refusals[code] = self.refusals.get(code, 0) + 1
         if self._refusal_lines >= MAX_REFUSAL_LINES:

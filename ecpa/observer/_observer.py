@@ -266,32 +266,32 @@ class Observer:
                 changed = self._changed
                 last = int(self._last_at) if calls else None
                 last_selection = int(self._last_selection_at) if selections else None
-            # The host's journal is written before the record that accounts for it.
-            host = None if self._host is None else self._host.account(final=final)
             self._seq += 1
             start = min(self._window_start, now)  # a clock stepped back: an empty window
             self._window_start = now
-            window = Window(
-                self._seq,
-                calls,
-                selections,
-                abstentions,
-                failures,
-                self._sink.dropped_now(),
-                start,
-                now,
-                last,
-                changed,
-                last_selection,
-                host,
-            )
             try:
+                # The host's journal is written before the record that accounts for it.
+                host = None if self._host is None else self._host.account(final=final)
+                window = Window(
+                    self._seq,
+                    calls,
+                    selections,
+                    abstentions,
+                    failures,
+                    self._sink.dropped_now(),
+                    start,
+                    now,
+                    last,
+                    changed,
+                    last_selection,
+                    host,
+                )
                 evidence = build_evidence(
                     self.launch, self.identity, self.signer, window, issued_at=now, ttl=self._ttl
                 )
             except Exception:
                 self._sink.drop()
-                _LOG.exception("ecpa observer: could not sign record %d, dropped", window.seq)
+                _LOG.exception("ecpa observer: could not sign record %d, dropped", self._seq)
                 if waiter is not None:
                     waiter.done.set()
                 return False

@@ -369,3 +369,60 @@ def test_the_recorder_keeps_nothing_on_the_hosts_thread_but_a_copy() -> None:
     assert copied["a"] is not event["a"]
     assert type(bounded_copy({"detail": MEGABYTE})).__name__ == "_Unfit"
     assert type(bounded_copy(b64u_decode)).__name__ == "_Unfit"
+
+
+def test_a_check_that_fails_in_an_unforeseen_way_refuses_and_signing_goes_on(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ecpa.observer import _host
+
+    def broken(doc: object, raw: bytes) -> object:
+        raise RecursionError("deep")
+
+    monkeypatch.setattr(_host, "check_host_event", broken)
+    bench.recorder.put({"schema": "x", "observation_kind": "scheduler_dispatch"})
+    host = bench.account()  # the record is still signed
+    assert (host.refused, host.refused_scheduler, host.journal_lines) == (1, 1, 0)
+    assert bench.recorder.refusals == {"host_event_malformed": 1}
+
+
+def test_nothing_is_journaled_after_the_final_account(bench: Bench) -> None:
+    run(Scripted("a"), 1)
+    final = bench.recorder.account(final=True)
+    bench.recorder.put(rehashed(forged(bench, next_dispatch)))  # as the process ends
+    bench.recorder.drain()
+    assert len(bench.journal.read_bytes().splitlines()) == final.journal_lines
+    assert bench.recorder.lost == 1
+    assert (
+        check_journal(
+            iter(bench.journal.read_bytes().splitlines(keepends=True)), [final]
+        ).mismatches
+        == ()
+    )
+
+
+def test_a_write_that_fails_part_way_leaves_no_fragment(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(Scripted("a"), 1)
+    bench.recorder.drain()
+    before = bench.journal.read_bytes()
+    real_write = os.write
+
+    def half(fd: int, data: Any) -> int:
+        if len(data) > 200:  # the journal line: half of it, then a full disk
+            real_write(fd, bytes(data[: len(data) // 2]))
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    bench.recorder.put(rehashed(forged(bench, next_dispatch)))
+    monkeypatch.setattr(os, "write", half)
+    try:
+        bench.recorder.drain()
+    finally:
+        monkeypatch.setattr(os, "write", real_write)
+    assert bench.journal.read_bytes() == before  # taken back: no torn line to audit
+    host = bench.recorder.account(final=True)
+    assert host.lost == 1
+    lines = iter(bench.journal.read_bytes().splitlines(keepends=True))
+    assert check_journal(lines, [host]).mismatches == ()

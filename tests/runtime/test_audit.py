@@ -21,11 +21,17 @@ MANAGER = ecpa.SigningKey.from_seed(b"m" * 32)
 OTHER = ecpa.SigningKey.from_seed(b"o" * 32)
 
 
-def ended_launch(tmp_path: Path, *, records: int = 30) -> Written:
+def ended_launch(tmp_path: Path, *, records: int = 30, host_evidence: bool = False) -> Written:
     runs = tmp_path / "runs"
     runs.mkdir(mode=0o700)
     written = write_launch(
-        runs, slots=2, records=records, now=NOW, interval=1, launch_id="launch-00000000000000aa"
+        runs,
+        slots=2,
+        records=records,
+        now=NOW,
+        interval=1,
+        launch_id="launch-00000000000000aa",
+        host_evidence=host_evidence,
     )
     # ecpa run closes each key's window when the launch ends, and records the end.
     trust = json.loads((written.directory / "trust.json").read_text())
@@ -74,6 +80,19 @@ def test_an_ended_launchs_audit_is_the_same_whenever_it_is_made(tmp_path: Path) 
     assert first["exercised"] is True
     assert first["selections"] == 2 * (3 * 30 - 3 * 0)  # per process: 3 * seq at the newest
     assert first["records"] == {"accepted": 60, "refused": {}}
+
+
+def test_a_launch_backed_by_the_host_is_audited_on_its_witness(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path, host_evidence=True)
+    report = audit_launch_dir(written.directory, now=NOW + 100).report
+    assert report["source"] == "host"
+    assert report["host"]["selected"] > 0
+    assert report["exercised"] is True
+    assert "witnessed by the host" in report["exercised_detail"]
+    for slot in report["slots"]:
+        assert slot["host"]["selected"] > 0
+    assert report["host_journals"]["mismatches"] == []
+    assert len(report["host_journals"]["journals"]) == 2
 
 
 def test_a_window_cuts_the_intervals_and_the_counts(tmp_path: Path) -> None:
@@ -169,10 +188,15 @@ def test_usage_errors_exit_2(args: tuple[str, ...], expected: str) -> None:
     assert expected in out.err
 
 
-def test_the_store_gives_the_same_audit_as_the_directory(tmp_path: Path, pg_dsn: str) -> None:
-    written = ended_launch(tmp_path)
+@pytest.mark.parametrize("host_evidence", [False, True], ids=["plugin", "host"])
+def test_the_store_gives_the_same_audit_as_the_directory(
+    tmp_path: Path, pg_dsn: str, host_evidence: bool
+) -> None:
+    """The same report from the store, the host's journals shipped and checked there too."""
+    written = ended_launch(tmp_path, host_evidence=host_evidence)
     shipped = ecpa_main("ship", "--launch", written.directory, "--db", pg_dsn, "--once")
     assert shipped.status == 0, shipped
+    assert "not a process log" not in shipped.out + shipped.err
     out = ecpa_main(
         "audit", "--db", pg_dsn, "--launch-id", written.directory.name, "--json", "--now", NOW
     )
@@ -180,6 +204,7 @@ def test_the_store_gives_the_same_audit_as_the_directory(tmp_path: Path, pg_dsn:
     from_store = json.loads(out.out)
     from_dir = audit_launch_dir(written.directory, now=NOW + 10).report
     assert report_bytes(from_store) == report_bytes(from_dir)
+    assert len(from_store["host_journals"]["journals"]) == (2 if host_evidence else 0)
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])

@@ -270,3 +270,40 @@ def test_the_sinks_check_of_the_dict_agrees_with_parsing_its_line(
             doc = rehashed(doc)
     raw = host_line(doc)
     assert outcome(check_host_event, doc, raw) == outcome(parse_host_line, raw)
+
+
+class _Anything(str):
+    """A str that says it equals anything (never what JSON gives back)."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("member", ["schema", "binding_status"])
+def test_a_string_that_only_claims_to_be_the_value_is_refused(member: str) -> None:
+    doc = copy.deepcopy(DISPATCH)
+    doc[member] = _Anything("bogus")
+    assert outcome(check_host_event, doc, host_line(doc)) is MALFORMED
+    process = copy.deepcopy(DISPATCH)
+    process["process"]["assignment_source"] = _Anything("environment")
+    assert outcome(check_host_event, process, host_line(process)) is MALFORMED
+
+
+def test_nesting_too_deep_for_python_is_refused_not_raised() -> None:
+    """A lone surrogate twenty thousand lists deep: refused, never a RecursionError."""
+    deep: Any = "\ud800"
+    for _ in range(20_000):  # deeper than any stack: the walk keeps its own
+        deep = [deep]
+    doc = {**copy.deepcopy(DISPATCH), "identity_status": deep}
+    raw = b'{"identity_status":[[["\\ud800"]]]}'  # the line escapes the surrogate
+    assert outcome(check_host_event, doc, raw) is MALFORMED
+
+
+def test_integers_beyond_64_bits_and_ticks_the_host_never_writes_are_refused() -> None:
+    huge = rehashed({**DISPATCH, "observed_at_ns": 2**53 * 10**9})
+    assert refusal(huge) is MALFORMED  # its second would not fit a record
+    zeros = copy.deepcopy(DISPATCH)
+    zeros["process"]["start_identity"] = "pid:4242:start_ticks:0009001"
+    assert refusal(rehashed(zeros)) is MALFORMED

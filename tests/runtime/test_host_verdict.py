@@ -30,6 +30,7 @@ def witnessed(
     lost: int = 0,
     last: int = NOW - 1,
     last_selection: int | None = None,
+    refused_scheduler: int = 0,
 ) -> HostCounts:
     """What a host journal of these events accounts for."""
     dispatches = selected + abstained + invalid + exception
@@ -49,7 +50,8 @@ def witnessed(
         last_selection_at=(last if last_selection is None else last_selection)
         if selected
         else None,
-        refused=0,
+        refused=refused_scheduler,
+        refused_scheduler=refused_scheduler,
         lost=lost,
         final=False,
     )
@@ -122,6 +124,26 @@ def test_a_sink_that_could_not_record_is_not_effective() -> None:
     status = judged(witnessed(lost=1)).derive(expected=REQUIRED)
     assert not status.effective
     assert "host_sink_failed" in slot_codes(status, "scheduler.0")
+
+
+def test_resolutions_or_dispatches_the_sink_refused_leave_the_witness_partial() -> None:
+    """The host switched the process to another policy: its resolution and dispatches were
+    refused, so the counts of the first policy must not keep the slot covered."""
+    status = judged(witnessed(refused_scheduler=3)).derive(expected=REQUIRED)
+    assert not status.effective
+    assert "host_events_refused" in slot_codes(status, "scheduler.0")
+    off = judged(witnessed(refused_scheduler=3)).derive(expected=OFF)
+    assert off.effective  # off: the plugin's reports back the slot
+
+
+def test_max_idle_reads_the_newest_dispatch_from_the_slots_source() -> None:
+    host_idle = witnessed(last=NOW - 3600)
+    required = judged(host_idle, last=NOW - 1).derive(expected=REQUIRED, max_idle=60)
+    assert not required.effective
+    assert "idle" in slot_codes(required, "scheduler.0")  # the host's: an hour ago
+    silent = {"selections": 0, "calls": 0, "last": None}  # the plugin: never called, it says
+    busy = judged(witnessed(last=NOW - 1), **silent).derive(expected=REQUIRED, max_idle=60)
+    assert "busy" in slot_codes(busy, "scheduler.0")  # the plugin's silence does not matter
 
 
 def test_abstaining_is_judged_on_the_host_times() -> None:

@@ -498,7 +498,8 @@ def test_every_code_a_status_gives_is_defined_and_documented() -> None:
     seen |= check_reasons(twice.derive(expected=one))
     from tests.runtime.test_host_verdict import REQUIRED, judged, witnessed
 
-    for host in (witnessed(), witnessed(selected=0), witnessed(exception=1, lost=1), None):
+    hosts = (witnessed(), witnessed(selected=0), witnessed(exception=1, lost=1), None)
+    for host in (*hosts, witnessed(refused_scheduler=1)):
         seen |= check_reasons(judged(host).derive(expected=REQUIRED))
     seen |= check_reasons(judged(witnessed(policy="x.Y")).derive(expected=REQUIRED))
 
@@ -517,5 +518,5 @@ def test_every_code_a_status_gives_is_defined_and_documented() -> None:
         "conflict", "superseded", "covered", "not_covered", "coverage_complete",
         "coverage_incomplete", "supervisor_alive", "supervisor_not_alive", "gap", "torn",
         "refused", "skipped", "host_selections", "host_no_selections", "host_policy_disabled",
-        "host_evidence_missing", "host_policy_mismatch", "host_sink_failed",
+        "host_evidence_missing", "host_policy_mismatch", "host_sink_failed", "host_events_refused",
     }  # fmt: skip

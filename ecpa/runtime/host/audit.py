@@ -26,10 +26,17 @@ from ecpa.runtime.judge.audit import LaunchLife, audit_report
 from ecpa.runtime.judge.records import check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.timeline import ProcessRecords
+from ecpa.runtime.model.counters import HostCounts
 from ecpa.runtime.model.enroll import LOG_NAME, kid_of_log, parse_kid
 from ecpa.runtime.model.evidence import LogLine, issued_at_of, read_log
+from ecpa.runtime.model.host_binding import ProcessClaim
 from ecpa.runtime.model.host_event import MAX_HOST_LINE
-from ecpa.runtime.model.host_journal import JOURNAL_DIR, JournalCheck, check_journal
+from ecpa.runtime.model.host_journal import (
+    JOURNAL_DIR,
+    JOURNAL_SOURCE,
+    JournalCheck,
+    check_journal,
+)
 from ecpa.runtime.model.launch import (
     ExpectedLaunch,
     ended_from_bytes,
@@ -69,8 +76,24 @@ def bounded_lines(stream: BinaryIO, limit: int = MAX_HOST_LINE) -> Iterator[byte
         yield line
 
 
+def _accounts(proc: ProcessRecords) -> list[HostCounts]:
+    return [r.counters.host for r in proc.accepted if r.counters.host is not None]
+
+
+def _claim(proc: ProcessRecords, expected: ExpectedLaunch) -> ProcessClaim | None:
+    """What each line of the process's journal must be bound to: the launch, and the
+    process its accepted records name (None: it has none)."""
+    if not proc.accepted:
+        return None
+    who = proc.accepted[0].identity
+    return ProcessClaim(expected.plan_id, expected.launch_id, who.host, who.pid, who.start_ticks)
+
+
+_MISSING = "no journal, but its records account for lines of one"
+
+
 def journal_checks(
-    logs_fd: int | None, processes: list[ProcessRecords]
+    logs_fd: int | None, processes: list[ProcessRecords], expected: ExpectedLaunch
 ) -> dict[str, JournalCheck | str]:
     """Each process's host journal (``host/<kid>.jsonl`` beside its log, in the directory
     open as ``logs_fd``) checked against its accepted records' host accounts; a process
@@ -88,28 +111,62 @@ def journal_checks(
             except OSError as exc:
                 return {p.name: f"journal directory unreadable: {exc.strerror}" for p in processes}
         for proc in processes:
-            accounts = [r.counters.host for r in proc.accepted if r.counters.host is not None]
-            promised = any(a.journal_lines for a in accounts)
+            accounts = _accounts(proc)
             try:
                 if journals is None:
                     raise FileNotFoundError
                 os.stat(proc.name, dir_fd=journals, follow_symlinks=False)
             except FileNotFoundError:
-                if promised:
-                    out[proc.name] = "no journal, but its records account for lines of one"
+                if any(a.journal_lines for a in accounts):
+                    out[proc.name] = _MISSING
                 continue
             except OSError as exc:
                 out[proc.name] = f"journal unreadable: {exc.strerror}"
                 continue
             try:
                 with open_regular(proc.name, ErrorCode.INVALID_INPUT, dir_fd=journals) as fh:
-                    out[proc.name] = check_journal(bounded_lines(fh), accounts)
+                    out[proc.name] = check_journal(
+                        bounded_lines(fh), accounts, claim=_claim(proc, expected)
+                    )
             except EcpaError as exc:
                 out[proc.name] = f"journal unreadable: {exc.detail}"
     finally:
         if journals is not None:
             os.close(journals)
     return out
+
+
+def stored_journal_checks(
+    db: EvidenceStore, expected: ExpectedLaunch, *, ended: bool
+) -> Callable[[list[ProcessRecords]], dict[str, JournalCheck | str]]:
+    """:func:`journal_checks` of the journals ``ecpa ship`` stored with launch
+    ``expected`` (read now, checked when the records are): the same checks; a launch that
+    has not ended may have lines not shipped yet at a journal's end (``partial``)."""
+    stored: dict[str, list[bytes]] = {}
+    launch_id = expected.launch_id
+    for source in db.sources(launch_id):
+        if source.startswith(JOURNAL_SOURCE):
+            rows = db.query(
+                "SELECT line FROM ecpa_evidence WHERE launch_id = %s AND source = %s "
+                "ORDER BY file_offset",
+                (launch_id, source),
+            )
+            stored[source.removeprefix(JOURNAL_SOURCE)] = [bytes(r[0]) + b"\n" for r in rows]
+
+    def checks(processes: list[ProcessRecords]) -> dict[str, JournalCheck | str]:
+        out: dict[str, JournalCheck | str] = {}
+        for proc in processes:
+            accounts = _accounts(proc)
+            lines = stored.get(proc.name)
+            if lines is None:
+                if any(a.journal_lines for a in accounts):
+                    out[proc.name] = _MISSING
+                continue
+            claim = _claim(proc, expected)
+            out[proc.name] = check_journal(iter(lines), accounts, partial=not ended, claim=claim)
+        return out
+
+    return checks
 
 
 def records_of(
@@ -191,7 +248,7 @@ def audit_launch_dir(
             supervisor_gone=files.ended is None
             and expected.supervisor is not None
             and not check_alive(expected.supervisor, proc_root=proc_root).alive,
-            journals=lambda processes: journal_checks(logs_fd, processes),
+            journals=lambda processes: journal_checks(logs_fd, processes, expected),
         )
     finally:
         if logs_fd is not None:
@@ -283,6 +340,7 @@ def audit_store(
             )
             data = b"".join(bytes(line) + b"\n" for (line,) in rows)
             logs.append((name, list(read_log(io.BytesIO(data)))))
+        journals = stored_journal_checks(db, expected, ended=row.exit_doc is not None)
     ended = None if row.exit_doc is None else ended_from_bytes(row.exit_doc)
     return _from_parts(
         expected,
@@ -295,4 +353,5 @@ def audit_store(
         window=window,
         where=where,
         supervisor_gone=row.supervisor_alive is False,
+        journals=journals,
     )

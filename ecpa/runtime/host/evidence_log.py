@@ -135,7 +135,9 @@ class EvidenceLog:
 
     def append_line(self, line: bytes) -> None:
         """Append one line given as bytes (ending with its only ``\\n``) with a single
-        ``write``; not synced (see :meth:`flush`).
+        ``write``; not synced (see :meth:`flush`). For a file with one writer (a host
+        journal): a write that fails part way is taken back, the file cut to its size
+        before it.
 
         Raises:
             EcpaError: ``ECPA_INVALID_INPUT`` for bytes that are not one line, a closed log
@@ -144,7 +146,19 @@ class EvidenceLog:
         if not line.endswith(b"\n") or b"\n" in line[:-1]:
             raise EcpaError(ErrorCode.INVALID_INPUT, "expected one line ending with a newline")
         with self._lock:
-            self._write_line(self._require_open(), line)
+            fd = self._require_open()
+            before = os.fstat(fd).st_size
+            try:
+                self._write_line(fd, line)
+            except EcpaError:
+                # Its one writer takes a part-written line back: the file ends where it did.
+                try:
+                    os.ftruncate(fd, before)
+                except OSError:
+                    pass  # the fragment stays, closed by the next line's newline
+                else:
+                    self._torn = False
+                raise
 
     def _sync(self, fd: int) -> None:
         try:

@@ -52,9 +52,10 @@ class ProcessLogs:
             self.dir_fd = None
 
 
-def open_process_logs(directory: Path) -> ProcessLogs:
+def open_process_logs(directory: Path, *, quiet: str | None = None) -> ProcessLogs:
     """Each ``<kid>.jsonl`` in ``directory``, opened relative to it (the directory opened
-    once, ``O_NOFOLLOW``), regular files only; what was skipped, with the reason.
+    once, ``O_NOFOLLOW``), regular files only; what was skipped, with the reason (names
+    beginning with ``quiet`` skipped without one: the host journals' refusal logs).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` when the directory exists but cannot be opened.
@@ -71,7 +72,8 @@ def open_process_logs(directory: Path) -> ProcessLogs:
         raise EcpaError(ErrorCode.INVALID_INPUT, detail) from None
     for name in sorted(os.listdir(logs.dir_fd)):
         if not LOG_NAME.fullmatch(name):
-            if not name.startswith(".") and name != JOURNAL_DIR:  # the host's journals
+            said = name.startswith(".") or name == JOURNAL_DIR  # the host's journals' room
+            if not said and not (quiet is not None and name.startswith(quiet)):
                 text = (
                     f"file {name!r}: not a process log "
                     "(<role>.<ordinal>-<pid>-<ticks>.jsonl), skipped"

@@ -31,6 +31,7 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES
 from ecpa.runtime.host.logs import open_process_logs
 from ecpa.runtime.judge.reasons import ReasonCode
+from ecpa.runtime.model.host_journal import JOURNAL_DIR, JOURNAL_SOURCE
 from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, launch_from_bytes
 from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive
 from ecpa.runtime.stores.store import ANCHOR_BYTES, MAX_STORED_LINE, EvidenceStore, Position
@@ -195,9 +196,13 @@ def _pass(
     evidence = directory / "evidence"
     if os.path.lexists(evidence):
         check_private_dir(evidence, ErrorCode.INVALID_INPUT, what="evidence directory")
+    logs = evidence / expected.launch_id
+    # The host's journals first: a record never accounts for a line written after it, so
+    # what is stored of a journal is never behind the records stored after it.
     complete = _ship_logs(
-        evidence / expected.launch_id, expected.launch_id, store, report, stop, deadline
+        logs / JOURNAL_DIR, expected.launch_id, store, report, stop, deadline, JOURNAL_SOURCE
     )
+    complete &= _ship_logs(logs, expected.launch_id, store, report, stop, deadline)
     # What a status from the store relies on: as fresh as the lines just shipped.
     now_seen = liveness(boss) if seen.alive else seen
     checked = None if clock is None else clock()
@@ -222,19 +227,23 @@ def _ship_logs(
     report: ShipReport,
     stop: Callable[[], bool],
     deadline: float | None,
+    prefix: str = "",
 ) -> bool:
-    """Ship every log of the launch; False when ``deadline`` came first."""
-    logs = open_process_logs(directory)
+    """Ship every log of the launch in ``directory`` (the host's journals: each stored as
+    ``prefix`` + its name); False when ``deadline`` came first."""
+    logs = open_process_logs(directory, quiet="refused-" if prefix else None)
     try:
         for skipped in logs.skipped:
             if skipped.code is not ReasonCode.NO_EVIDENCE_DIR:
                 report.note(skipped.text)
-        report.logs = max(report.logs, len(logs.fds))
+        if not prefix:
+            report.logs = max(report.logs, len(logs.fds))
         complete = True
         for name, fd in logs.fds.items():
             if not complete and deadline is not None and time.monotonic() >= deadline:
                 return False  # out of time: the other logs at the next pass
-            complete &= _ship_log(fd, name, launch_id, store, report, stop, deadline)
+            source = prefix + name
+            complete &= _ship_log(fd, source, launch_id, store, report, stop, deadline)
         return complete
     finally:
         logs.close()

@@ -16,7 +16,7 @@ from typing import Any
 
 from ecpa._text import iso_utc, safe
 from ecpa.profile.jcs import canonicalize
-from ecpa.runtime.judge.host import source
+from ecpa.runtime.judge.host import SOURCE_HOST, source
 from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.timeline import Moment, ProcessRecords, Span, intervals, timeline
 from ecpa.runtime.model.host_journal import JournalCheck
@@ -281,7 +281,10 @@ def audit_report(
     in_window = _clip(launch_spans, start, end)
     first = launch_spans[0].start if launch_spans else None
     decisions = _counts(processes, start, end)
-    exercised, why = _exercised(in_window, start, end, decisions["selections"])
+    witnessed = _host_counts(processes, start, end)
+    by_host = source(expected) == SOURCE_HOST
+    selected = witnessed["selected"] if by_host else decisions["selections"]
+    exercised, why = _exercised(in_window, start, end, selected, by_host)
     if life.unrecorded_end:
         exercised = False
         why = (
@@ -312,7 +315,7 @@ def audit_report(
         "exercised_detail": why,
         **decisions,
         "source": source(expected),
-        "host": _host_counts(processes, start, end),
+        "host": witnessed,
         "host_journals": host,
         "records": {
             "accepted": sum(len(p.accepted) for p in processes),
@@ -323,7 +326,9 @@ def audit_report(
     return report
 
 
-def _exercised(spans: list[Span], start: int, end: int, selections: int) -> tuple[bool, str]:
+def _exercised(
+    spans: list[Span], start: int, end: int, selections: int, by_host: bool = False
+) -> tuple[bool, str]:
     if not spans:
         return False, f"never effective within [{start}, {end})"
     first = spans[0].start
@@ -331,8 +336,10 @@ def _exercised(spans: list[Span], start: int, end: int, selections: int) -> tupl
         gap = spans[0].end
         return False, f"effective from {first}, then a gap from {gap} before the window's end {end}"
     if selections < 1:
-        return False, f"effective from {first} to {end}, but the plugin selected no victim"
-    return True, f"effective without a gap from {first} to {end}, {selections:,} selections"
+        who = "the host witnessed no selection" if by_host else "the plugin selected no victim"
+        return False, f"effective from {first} to {end}, but {who}"
+    seen = " witnessed by the host" if by_host else ""
+    return True, f"effective without a gap from {first} to {end}, {selections:,} selections{seen}"
 
 
 def report_bytes(report: dict[str, Any]) -> bytes:
@@ -364,7 +371,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     )
     journals = report["host_journals"]
     if journals is None:
-        lines.append("host journals: not checked (not in the store)")
+        lines.append("host journals: not checked")
     else:
         checked = len(journals["journals"])
         lines.append(

@@ -92,6 +92,13 @@ def host_checks(
             "and the host delivers no more"
         )
         failed.append(Reason(ReasonCode.HOST_SINK_FAILED, text))
+    if host.refused_scheduler:
+        text = (
+            f"host events refused: {host.refused_scheduler:,} resolution(s) or dispatch(es) "
+            "of this process could not be counted (another policy, out of order, not bound: "
+            "its refusal log says which)"
+        )
+        failed.append(Reason(ReasonCode.HOST_EVENTS_REFUSED, text))
     if host.selected == 0:
         cause = "the host has not dispatched it" if not host.dispatches else _counts(host)
         text = f"host witnessed no selection by policy {host.policy!r}: {cause}"

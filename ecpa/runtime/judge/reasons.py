@@ -70,6 +70,9 @@ class ReasonCode(str, Enum):
     #: Failed (host evidence required): the sink could not record events (the host then
     #: delivers no more, so the counts stop).
     HOST_SINK_FAILED = "host_sink_failed"
+    #: Failed (host evidence required): the sink refused resolutions or dispatches of the
+    #: process (another policy resolved, a dispatch out of order, ...): the witness is partial.
+    HOST_EVENTS_REFUSED = "host_events_refused"
     #: Failed (audit): a host journal's lines and its process's signed accounts disagree: a
     #: line removed, altered, inserted or moved.
     HOST_JOURNAL_MISMATCH = "host_journal_mismatch"
@@ -152,6 +155,7 @@ FAILING = frozenset(
         ReasonCode.HOST_EVIDENCE_MISSING,
         ReasonCode.HOST_POLICY_MISMATCH,
         ReasonCode.HOST_SINK_FAILED,
+        ReasonCode.HOST_EVENTS_REFUSED,
         ReasonCode.HOST_JOURNAL_MISMATCH,
     }
 )

@@ -146,8 +146,11 @@ class Judge:
             passed.append(Reason(ReasonCode.FRESH, f"fresh: {freshness}"))
         else:
             failed.append(Reason(ReasonCode.STALE, f"stale: {freshness}"))
-        if self.max_idle is not None:
-            self._idle(counters.last_dispatch_at, failed, passed)
+        if self.max_idle is not None:  # the newest dispatch, as the slot's source says it
+            by_host = self.expected.host_evidence == "required"
+            host = counters.host
+            last = (None if host is None else host.last_dispatch_at) if by_host else None
+            self._idle(last if by_host else counters.last_dispatch_at, failed, passed)
         alive = self.alive(rec.identity)  # condition 3
         if alive.alive:
             passed.append(Reason(ReasonCode.ALIVE, alive.reason))

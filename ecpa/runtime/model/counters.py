@@ -87,8 +87,10 @@ class HostCounts(Shaped):
     #: The Unix second of the newest dispatch and of the newest selected one (host clock).
     last_dispatch_at: int | None = member(COUNT, nullable=True)
     last_selection_at: int | None = member(COUNT, nullable=True)
-    #: Events refused (recorded with their code, never counted).
+    #: Events refused (recorded with their code, never counted), and of them those that said
+    #: they were a resolution or a dispatch.
     refused: int = member(COUNT)
+    refused_scheduler: int = member(COUNT)
     #: Events the sink could not take (it raised: a strict host then delivers no more).
     lost: int = member(COUNT)
     #: The process's last record: nothing may follow these lines in its journal.
@@ -112,6 +114,8 @@ class HostCounts(Shaped):
             problems.append(f"last_dispatch_at with {self.dispatches} dispatches")
         if (self.last_selection_at is None) != (self.selected == 0):
             problems.append(f"last_selection_at with {self.selected} selected")
+        if self.refused_scheduler > self.refused:
+            problems.append(f"refused_scheduler {self.refused_scheduler} > refused {self.refused}")
         last, selection = self.last_dispatch_at, self.last_selection_at
         if last is not None and selection is not None and selection > last:
             problems.append(f"last_selection_at {selection} after last_dispatch_at {last}")

@@ -63,6 +63,9 @@ SINK_TARGET = "ecpa.observer.host_sink:deliver"
 #: The variables of the host's evidence ``ecpa run`` sets for the command's tree (the sink,
 #: strict mode, the plan and the launch), and the prefix of every one it refuses to inherit.
 HOST_ENV_PREFIX = "VLLM_ECPA_"
+#: The largest integer a host event member may hold: the host's values are 64-bit
+#: (``time.time_ns()`` until 2262, pids, counters); its seconds stay below 2**53.
+MAX_HOST_INT = 2**63 - 1
 #: The longest line taken: a real event is about 1 KB; anything near this is not one.
 MAX_HOST_LINE = 8192
 
@@ -178,8 +181,8 @@ def _maybe_text(value: Any, name: str) -> str | None:
 
 
 def _count(value: Any, name: str, *, minimum: int = 0) -> int:
-    if type(value) is not int or value < minimum:
-        _malformed(f"expected {name} as an integer >= {minimum}, found {value!r}"[:200])
+    if type(value) is not int or not minimum <= value <= MAX_HOST_INT:
+        _malformed(f"expected {name} as an integer in [{minimum}, 2**63-1], found {value!r}"[:200])
     return value
 
 
@@ -214,20 +217,23 @@ def _load(raw: bytes) -> dict[str, Any]:
 
 
 def _check_strings(value: Any) -> None:
-    """No lone surrogate anywhere (JSON escapes can write one; UTF-8 cannot carry it)."""
-    if type(value) is str:
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                _malformed("expected Unicode text, found a lone surrogate")
-    elif type(value) is dict:
-        for key, item in value.items():
-            _check_strings(key)
-            _check_strings(item)
-    elif type(value) is list:
-        for item in value:
-            _check_strings(item)
+    """No lone surrogate anywhere (JSON escapes can write one; UTF-8 cannot carry it); a walk
+    with a stack of its own, so that no depth of nesting exhausts Python's."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    _malformed("expected Unicode text, found a lone surrogate")
+        elif kind is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
 
 
 def parse_host_line(raw: bytes) -> HostEvent:
@@ -259,7 +265,7 @@ def check_host_event(doc: dict[str, Any], raw: bytes) -> HostEvent:
     if set(doc) != _MEMBERS:
         missing, extra = sorted(_MEMBERS - set(doc)), sorted(set(doc) - _MEMBERS)
         _malformed(f"expected the 0.1 members, found missing {missing}, extra {extra}"[:300])
-    if doc["schema"] != HOST_EVENT_SCHEMA:
+    if type(doc["schema"]) is not str or doc["schema"] != HOST_EVENT_SCHEMA:
         _malformed(f"expected schema {HOST_EVENT_SCHEMA!r}, found {doc['schema']!r}"[:200])
     event, kind = doc["event"], doc["observation_kind"]
     if type(event) is not str or type(kind) is not str or event not in EVENTS or kind not in KINDS:
@@ -282,7 +288,9 @@ def check_host_event(doc: dict[str, Any], raw: bytes) -> HostEvent:
     host, role = _text(process["host"], "host"), _text(process["role"], "role")
     start_identity = _text(process["start_identity"], "start_identity")
     source = process.get("assignment_source")
-    if "assignment_source" in process and source not in ("host", "environment"):
+    if "assignment_source" in process and (
+        type(source) is not str or source not in ("host", "environment")
+    ):
         _malformed(f"expected assignment_source 'host' or 'environment', found {source!r}"[:200])
     ordinal = _count(process["ordinal"], "ordinal")
     pid = _count(process["pid"], "pid")
@@ -291,14 +299,19 @@ def check_host_event(doc: dict[str, Any], raw: bytes) -> HostEvent:
     attempt = _count(doc["delivery_attempt"], "delivery_attempt", minimum=1)
     prefix = f"pid:{pid}:start_ticks:"
     ticks = start_identity.removeprefix(prefix)
-    if ticks == start_identity or not (ticks.isascii() and ticks.isdigit()) or len(ticks) > 20:
+    if (
+        ticks == start_identity
+        or not (ticks.isascii() and ticks.isdigit())
+        or len(ticks) > 20
+        or ticks != str(int(ticks))  # as the host writes it: no leading zero
+    ):
         _malformed(f"expected start_identity {prefix}<ticks>, found {start_identity!r}"[:200])
     plan_id = _maybe_text(doc["plan_id"], "plan_id")
     launch_id = _maybe_text(doc["launch_id"], "launch_id")
     detail = _maybe_text(doc["detail"], "detail")
     controller = _maybe_text(doc["controller_instance_id"], "controller_instance_id")
     status = doc["binding_status"]
-    if status not in ("bound", "unbound"):
+    if type(status) is not str or status not in ("bound", "unbound"):
         _malformed(f"expected binding_status 'bound' or 'unbound', found {status!r}"[:200])
     if (plan_id is None) != (launch_id is None):
         _malformed("expected plan_id and launch_id both present or both null")

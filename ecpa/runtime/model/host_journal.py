@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ecpa.runtime.model.counters import HostCounts
+from ecpa.runtime.model.host_binding import ProcessClaim, check_binding
 from ecpa.runtime.model.host_event import (
     DISPATCH_OUTCOMES,
     RESOLVED_DETAIL,
@@ -31,6 +32,7 @@ from ecpa.runtime.model.host_ids import HostEventCode, HostEventRefused
 __all__ = [
     "CHAIN_START",
     "JOURNAL_DIR",
+    "JOURNAL_SOURCE",
     "POLICY_GROUP",
     "HostBook",
     "JournalCheck",
@@ -42,6 +44,8 @@ __all__ = [
 #: The journals' directory in a launch's process logs' directory: each process's journal is
 #: ``<JOURNAL_DIR>/<kid>.jsonl``, beside its log ``<kid>.jsonl``.
 JOURNAL_DIR = "host"
+#: What an evidence store calls a process's journal: this and the journal's file name.
+JOURNAL_SOURCE = JOURNAL_DIR + "/"
 #: The chain of no line.
 CHAIN_START = bytes(32)
 #: The entry point group of the host's preemption controller.
@@ -169,7 +173,9 @@ class HostBook:
         if outcome == "selected":
             self.last_selection_at = max(at, self.last_selection_at or 0)
 
-    def counts(self, *, refused: int, lost: int, final: bool) -> HostCounts:
+    def counts(
+        self, *, refused: int, lost: int, final: bool, refused_scheduler: int = 0
+    ) -> HostCounts:
         """The account a signed record carries."""
         return HostCounts(
             journal_lines=self.lines,
@@ -185,6 +191,7 @@ class HostBook:
             last_dispatch_at=self.last_dispatch_at,
             last_selection_at=self.last_selection_at,
             refused=refused,
+            refused_scheduler=refused_scheduler,
             lost=lost,
             final=final,
         )
@@ -219,13 +226,22 @@ class JournalCheck:
     unaccounted: int
 
 
-def check_journal(lines: Iterable[bytes], accounts: list[HostCounts]) -> JournalCheck:
+def check_journal(
+    lines: Iterable[bytes],
+    accounts: list[HostCounts],
+    *,
+    partial: bool = False,
+    claim: ProcessClaim | None = None,
+) -> JournalCheck:
     """Check a journal, given as its lines (each with its newline; a last one without is cut
     short), against ``accounts``, the host counts of its process's accepted records in log
     order: every line must be a host event the sink would have accepted after the lines
     before it, and each account's lines must chain to its chain and add up to its counts.
     Lines after the newest account are a mismatch when that account is final, else
-    ``unaccounted``. Reads the lines once, holding one at a time.
+    ``unaccounted``. ``partial``: the lines may stop short of the newest account (a copy
+    still being made, as in an evidence store while the launch runs): the accounts past
+    them are not compared. ``claim``: each line must also be bound to that launch and
+    process, as the sink requires. Reads the lines once, holding one at a time.
     """
     wanted: dict[int, list[HostCounts]] = {}
     for account in accounts:
@@ -237,7 +253,12 @@ def check_journal(lines: Iterable[bytes], accounts: list[HostCounts]) -> Journal
 
     def compare(n: int) -> None:
         for account in wanted.get(n, []):
-            have = book.counts(refused=account.refused, lost=account.lost, final=account.final)
+            have = book.counts(
+                refused=account.refused,
+                refused_scheduler=account.refused_scheduler,
+                lost=account.lost,
+                final=account.final,
+            )
             wrong = [name for name in _COMPARED if getattr(have, name) != getattr(account, name)]
             if wrong:
                 mismatches.append(
@@ -256,6 +277,8 @@ def check_journal(lines: Iterable[bytes], accounts: list[HostCounts]) -> Journal
             continue
         try:
             event = parse_host_line(line[:-1])
+            if claim is not None:
+                check_binding(event, claim)
             book.check(event)
         except HostEventRefused as exc:
             mismatches.append(f"line {count}: {exc.detail}"[:300])
@@ -263,7 +286,7 @@ def check_journal(lines: Iterable[bytes], accounts: list[HostCounts]) -> Journal
             continue
         book.add(event)
         compare(count)
-    if count < newest:
+    if count < newest and not partial:
         mismatches.append(f"the records account for {newest} line(s), the journal has {count}")
     extra = max(0, count - newest) + torn
     if extra and final:

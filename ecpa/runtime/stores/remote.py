@@ -36,6 +36,7 @@ from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.evidence import LogLine, parse_record
+from ecpa.runtime.model.host_journal import JOURNAL_SOURCE
 from ecpa.runtime.model.launch import ended_from_bytes, launch_from_bytes
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
@@ -262,6 +263,8 @@ def status_from_store(
         skipped: list[Reason] = []
         sources = []
         for name in store.sources(launch_id):
+            if name.startswith(JOURNAL_SOURCE):
+                continue  # a host journal, shipped for the audit
             if not LOG_NAME.fullmatch(name):
                 text = f"stored log {name!r}: not a process log name, skipped"
                 skipped.append(Reason(ReasonCode.SKIPPED, text))
