@@ -8,16 +8,13 @@ accounts, and finds a line taken out of it.
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from ecpa.demo._tour import Tour, first_line, spawn_ecpa
+from ecpa.demo._tour import Tour, launched, spawn_ecpa, stop_ecpa
 
 __all__ = ["host_loop"]
-
-_LAUNCHED = r"ecpa run: launch \S+ in (.+)$"
 
 
 def host_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
@@ -30,11 +27,9 @@ def host_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
     tour.act("host")
     proc = spawn_ecpa(args, cwd=d, tour=tour)
     try:
-        match = first_line(proc, _LAUNCHED, tour)
-        if match is None:
+        launch_dir = launched(proc, d, tour)
+        if launch_dir is None:
             return
-        launch_dir = Path(match.group(1))
-        launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
         status = ["status", "--launch", str(launch_dir)]
         deadline = time.monotonic() + timeout
         while tour.ecpa(status)[0] != 0 and time.monotonic() < deadline:
@@ -53,12 +48,4 @@ def host_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
         journal.write_bytes(b"".join(lines[:1] + lines[2:]))
         tour.step(audit, 1, "host_journal_mismatch", "the audit finds the line gone")
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        stop_ecpa(proc, timeout)

@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from ecpa.demo._hosts import hosts_steps
 from ecpa.demo._serve import serving
-from ecpa.demo._tour import Tour, first_line, spawn_ecpa
+from ecpa.demo._tour import Tour, launched, spawn_ecpa, stop_ecpa
 
 __all__ = ["launch_loop", "slots_loop"]
-
-#: The first line of ``ecpa run``, naming the launch directory.
-_LAUNCHED = r"ecpa run: launch \S+ in (.+)$"
 
 
 def _quiet_status(tour: Tour, launch_dir: Path) -> int:
@@ -38,11 +34,9 @@ def launch_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
     tour.act("launch")
     proc = spawn_ecpa(args, cwd=d, tour=tour)
     try:
-        match = first_line(proc, _LAUNCHED, tour)
-        if match is None:
+        launch_dir = launched(proc, d, tour)
+        if launch_dir is None:
             return
-        launch_dir = Path(match.group(1))
-        launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
         deadline = time.monotonic() + timeout
         while _quiet_status(tour, launch_dir) != 0 and time.monotonic() < deadline:
             time.sleep(0.3)
@@ -88,11 +82,9 @@ def _slots_launch(d: Path, tour: Tour, *, timeout: float) -> Path | None:
     tour.act("slots")
     proc = spawn_ecpa(args, cwd=d, tour=tour)
     try:
-        match = first_line(proc, _LAUNCHED, tour)
-        if match is None:
+        launch_dir = launched(proc, d, tour)
+        if launch_dir is None:
             return None
-        launch_dir = Path(match.group(1))
-        launch_dir = launch_dir if launch_dir.is_absolute() else d / launch_dir
         deadline = time.monotonic() + timeout
         while _quiet_status(tour, launch_dir) != 0 and time.monotonic() < deadline:
             time.sleep(0.3)
@@ -119,12 +111,4 @@ def _slots_launch(d: Path, tour: Tour, *, timeout: float) -> Path | None:
             time.sleep(max(0.0, killed + 6 - time.monotonic()))
         return launch_dir
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        stop_ecpa(proc, timeout)

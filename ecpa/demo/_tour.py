@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from pathlib import Path
 from ecpa.demo.acts import ACTS
 from ecpa.launcher.run import BINDING_NAMES
 
-__all__ = ["Ecpa", "Say", "Tour", "first_line", "spawn_ecpa"]
+__all__ = ["LAUNCHED", "Ecpa", "Say", "Tour", "first_line", "launched", "spawn_ecpa", "stop_ecpa"]
 
 #: Runs ``ecpa ARGV...`` in this process: its exit status, and all it printed (standard
 #: output, then standard error).
@@ -80,3 +81,31 @@ def first_line(proc: subprocess.Popen[str], pattern: str, tour: Tour) -> re.Matc
     if match is None:
         tour.say(f"!! expected a first line matching {pattern!r}")
     return match
+
+
+#: The first line of ``ecpa run``, naming the launch directory.
+LAUNCHED = r"ecpa run: launch \S+ in (.+)$"
+
+
+def launched(proc: subprocess.Popen[str], d: Path, tour: Tour) -> Path | None:
+    """The launch directory ``ecpa run`` (``proc``, started in ``d``) names on its first
+    line (one check: it did), or None."""
+    match = first_line(proc, LAUNCHED, tour)
+    if match is None:
+        return None
+    directory = Path(match.group(1))
+    return directory if directory.is_absolute() else d / directory
+
+
+def stop_ecpa(proc: subprocess.Popen[str], timeout: float) -> None:
+    """Stop ``proc`` if it still runs (SIGTERM, then SIGKILL after ``timeout``), reap it
+    and close its standard error."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()

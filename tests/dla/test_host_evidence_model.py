@@ -100,6 +100,8 @@ def context(*ids: str) -> PreemptionContext:
 
 
 class Policy:
+    """A policy that answers from a script: an id, None (abstain), or an exception."""
+
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
 

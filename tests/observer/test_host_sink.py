@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from dla_plugin import host_evidence
-from dla_plugin.contract import Candidate, PreemptionContext
 from dla_plugin.host import PreemptionController
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.observer import Observer, host_sink
@@ -34,6 +33,8 @@ from ecpa.runtime import (
 )
 from ecpa.runtime.model.counters import parse_counters
 from ecpa.runtime.model.evidence import read_log
+from tests.dla.test_host_evidence_model import Policy as Scripted
+from tests.dla.test_host_evidence_model import context
 from tests.observer.test_observer import make_launch
 from tests.support import KEY_1
 
@@ -102,24 +103,6 @@ def bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Bench]:
     recorder.close()
     observer.close(timeout=1.0)
     host_evidence.reset_for_tests()
-
-
-def context(*ids: str) -> PreemptionContext:
-    candidates = tuple(Candidate(r, 0, float(i), 10, 1, 11, 0, 64, 40) for i, r in enumerate(ids))
-    return PreemptionContext(candidates, "fcfs", ids[-1], 0.99, 1.0)
-
-
-class Scripted:
-    """A policy that answers from a script: an id, None (abstain), or an exception."""
-
-    def __init__(self, *answers: Any) -> None:
-        self.answers = list(answers)
-
-    def select_victim(self, ctx: PreemptionContext) -> str | None:
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer  # type: ignore[no-any-return]
 
 
 def run(policy: Scripted, calls: int) -> PreemptionController:

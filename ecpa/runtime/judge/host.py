@@ -14,10 +14,18 @@ from __future__ import annotations
 from typing import Any
 
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.model.counters import HostCounts
+from ecpa.runtime.model.counters import Counters, HostCounts
 from ecpa.runtime.model.launch import ExpectedLaunch
 
-__all__ = ["SOURCE_HOST", "SOURCE_PLUGIN", "disabled_reason", "host_checks", "host_view", "source"]
+__all__ = [
+    "SOURCE_HOST",
+    "SOURCE_PLUGIN",
+    "disabled_reason",
+    "host_checks",
+    "host_view",
+    "newest_dispatch",
+    "source",
+]
 
 #: What backs a slot's verdict: the host's witness, or the plugin's own reports.
 SOURCE_HOST = "host"
@@ -27,6 +35,14 @@ SOURCE_PLUGIN = "plugin"
 def source(expected: ExpectedLaunch) -> str:
     """Which evidence backs the launch's slots."""
     return SOURCE_HOST if expected.host_evidence == "required" else SOURCE_PLUGIN
+
+
+def newest_dispatch(expected: ExpectedLaunch, counters: Counters) -> int | None:
+    """The Unix second of the newest dispatch as the slot's source says it (``--max-idle``):
+    the host's, when its witness is required, else the plugin's."""
+    if source(expected) == SOURCE_HOST:
+        return None if counters.host is None else counters.host.last_dispatch_at
+    return counters.last_dispatch_at
 
 
 def host_view(host: HostCounts | None) -> dict[str, Any]:

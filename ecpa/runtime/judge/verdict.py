@@ -21,7 +21,7 @@ from typing import Any
 
 from ecpa.errors import EcpaError
 from ecpa.profile.statement import Statement
-from ecpa.runtime.judge.host import disabled_reason, host_checks, host_view, source
+from ecpa.runtime.judge import host as witness
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted
 from ecpa.runtime.judge.stream import Stream
@@ -79,7 +79,7 @@ class SlotStatus:
 
     def host_json(self) -> dict[str, Any]:
         """The slot's ``host`` in ``ecpa status --json`` (docs/host-evidence.md)."""
-        return host_view(self.host)
+        return witness.host_view(self.host)
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class Judge:
         passed = [Reason(ReasonCode.ACCEPTED, f"{count} record(s) accepted, newest seq {rec.seq}")]
         counters, st = rec.counters, rec.statement
         if self.expected.host_evidence == "required":  # condition 2, witnessed by the host
-            host_checks(self.expected, counters.host, self.now, failed, passed)
+            witness.host_checks(self.expected, counters.host, self.now, failed, passed)
         else:
             self._plugin_reports(counters, failed, passed)  # condition 2, as the plugin says
         age, window = self.now - st.issued_at, self.expected.heartbeat_window_s
@@ -146,11 +146,8 @@ class Judge:
             passed.append(Reason(ReasonCode.FRESH, f"fresh: {freshness}"))
         else:
             failed.append(Reason(ReasonCode.STALE, f"stale: {freshness}"))
-        if self.max_idle is not None:  # the newest dispatch, as the slot's source says it
-            by_host = self.expected.host_evidence == "required"
-            host = counters.host
-            last = (None if host is None else host.last_dispatch_at) if by_host else None
-            self._idle(last if by_host else counters.last_dispatch_at, failed, passed)
+        if self.max_idle is not None:
+            self._idle(witness.newest_dispatch(self.expected, counters), failed, passed)
         alive = self.alive(rec.identity)  # condition 3
         if alive.alive:
             passed.append(Reason(ReasonCode.ALIVE, alive.reason))
@@ -186,7 +183,7 @@ class Judge:
             passed.append(Reason(ReasonCode.SELECTIONS, text))
         else:
             failed.append(Reason(ReasonCode.NO_SELECTIONS, no_selection_reason(counters)))
-        disabled = disabled_reason(counters.host)
+        disabled = witness.disabled_reason(counters.host)
         if disabled is not None:
             failed.append(disabled)
 
@@ -276,7 +273,7 @@ class Judge:
     def _slot_status(
         self, slot: Slot, rec: Accepted | None, covered: bool, reasons: Sequence[Reason]
     ) -> SlotStatus:
-        backed = source(self.expected)
+        backed = witness.source(self.expected)
         if rec is None:
             return SlotStatus(
                 slot.name, False, None, None, None, None, None, None, tuple(reasons), backed
