@@ -5,6 +5,7 @@ input (``-``: a bundle or a log)."""
 from __future__ import annotations
 
 import io
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -48,12 +49,15 @@ def _jws_item(path: Path, payload_path: Path | None) -> Item:
         text = text[:-1]
     if payload_path is None:
         payload_path = path.with_suffix(".json")
-        if not payload_path.is_file():
+        if not os.path.lexists(payload_path):  # there, of any kind: read_input says what
             raise invalid_input(
                 f"expected the payload of {path} at {payload_path} (or given with --payload), "
                 "found no such file"
             )
-    payload = read_input(payload_path)
+    try:
+        payload = read_input(payload_path)
+    except EcpaError as exc:  # a FIFO, a directory, a device, unreadable: said as found
+        raise EcpaError(exc.code, f"the payload of {path}: {exc.detail}") from None
     evidence = Evidence(payload=payload, detached_jws=text.decode("latin-1"))
     return Item(str(path), None, evidence, None)
 

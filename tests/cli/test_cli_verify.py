@@ -6,6 +6,7 @@ run through ``verify`` are in test_cli.py.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +259,22 @@ def test_missing_sibling_payload_exits_2(trust: Path) -> None:
     assert "ev.json" in run.err
     run = verify("ev.jws", "--payload", "nothing-here.json", trust=trust)
     assert run.status == 2, run
+
+
+@pytest.mark.parametrize(("make", "found"), [(os.mkfifo, "a FIFO"), (os.mkdir, "a directory")])
+def test_a_sibling_payload_that_is_no_file_says_what_it_is(
+    trust: Path, make: Any, found: str
+) -> None:
+    """Not "no such file": what is there, and that it was the .jws's payload; never a wait
+    on a FIFO with no writer."""
+    write_pair(Path())
+    Path("ev.json").unlink()
+    make("ev.json")
+    run = verify("ev.jws", trust=trust)
+    assert run.status == 2, run
+    assert "no such file" not in run.err
+    assert found in run.err
+    assert "payload of ev.jws" in run.err
 
 
 def test_payload_option_needs_exactly_one_jws(trust: Path) -> None:
