@@ -15,6 +15,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,10 +25,11 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "check_private_dir",
     "describe_mode",
-    "open_private_subdir",
     "open_regular",
+    "private_enough",
     "read_bounded",
     "read_input",
+    "read_private",
     "safe_target",
     "write_file",
     "write_generated",
@@ -172,39 +174,6 @@ def check_private_dir(path: str | os.PathLike[str], code: ErrorCode, *, what: st
     check_ancestors(path, code, what=what)
 
 
-def open_private_subdir(name: str, dir_fd: int, code: ErrorCode) -> int:
-    """The directory ``name`` in the directory open as ``dir_fd``, made (mode 0700) when
-    missing, opened without following a symlink and refused unless it is this user's and
-    neither group nor others may write it; the caller closes the descriptor returned.
-
-    Raises:
-        EcpaError: ``code`` saying what was found.
-    """
-    try:
-        os.mkdir(name, 0o700, dir_fd=dir_fd)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise EcpaError(
-            code, f"expected to make directory {name!r}, found: {exc.strerror}"
-        ) from None
-    try:
-        fd = os.open(
-            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
-        )
-    except OSError as exc:
-        raise EcpaError(code, f"expected directory {name!r}, found: {exc.strerror}") from None
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o022:
-        os.close(fd)
-        raise EcpaError(
-            code,
-            f"expected directory {name!r} owned by uid {os.geteuid()} and not writable by "
-            f"group or others, found uid {st.st_uid} and mode {stat.S_IMODE(st.st_mode):04o}",
-        )
-    return fd
-
-
 def check_ancestors(path: str | os.PathLike[str], code: ErrorCode, *, what: str) -> None:
     """Refuse ``path`` unless every directory above it (its real path, up to ``/``) is owned
     by root or this user and not writable by group or others, or is sticky (``/tmp``), as
@@ -249,12 +218,21 @@ def _check_up(
 
 
 def read_bounded(
-    path: Path, limit: int, code: ErrorCode, *, dir_fd: int | None = None, follow: bool = False
+    path: Path,
+    limit: int,
+    code: ErrorCode,
+    *,
+    dir_fd: int | None = None,
+    follow: bool = False,
+    check: Callable[[os.stat_result], None] | None = None,
 ) -> bytes:
     """The whole regular file at ``path`` (see :func:`open_regular`, ``dir_fd`` as there) if
     it holds at most ``limit`` bytes; else ``EcpaError(code)`` naming what was expected and
-    found. Never reads more than ``limit + 1`` bytes."""
+    found. Never reads more than ``limit + 1`` bytes. ``check`` is given the file's status
+    once it is open, before a byte is read (it raises to refuse the file)."""
     with open_regular(path, code, dir_fd=dir_fd, follow=follow) as fh:
+        if check is not None:
+            check(os.fstat(fh.fileno()))
         try:
             data = fh.read(limit + 1)
         except OSError as exc:
@@ -264,6 +242,38 @@ def read_bounded(
     if len(data) > limit:
         raise EcpaError(code, f"expected at most {limit} bytes in {path}, found more")
     return data
+
+
+def private_enough(st: os.stat_result) -> bool:
+    """Whether a secret's file is private: this user's, with no access for group or others;
+    or root's, readable by a group of ours and by nobody else (a Kubernetes Secret mounted
+    with ``fsGroup``)."""
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid == os.geteuid() and not mode & 0o077:
+        return True
+    return (
+        st.st_uid == 0 != os.geteuid()
+        and st.st_gid in {os.getegid(), *os.getgroups()}
+        and not mode & 0o037
+    )
+
+
+def read_private(path: Path, limit: int, code: ErrorCode, what: str) -> bytes:
+    """A secret's whole file (a private key, a passphrase, a token, a PIN), read as
+    :func:`read_bounded` reads, refused unless :func:`private_enough`: whoever else may read
+    it holds the secret too. Raises ``EcpaError(code)`` naming the file, its owner and mode
+    (never its contents)."""
+
+    def private(st: os.stat_result) -> None:
+        if not private_enough(st):
+            raise EcpaError(
+                code,
+                f"expected {what} {path} owned by uid {os.geteuid()} with mode 0600 (or "
+                "root's, readable only by a group of ours: a Kubernetes Secret), found uid "
+                f"{st.st_uid}, gid {st.st_gid} and mode {stat.S_IMODE(st.st_mode):04o}",
+            )
+
+    return read_bounded(path, limit, code, follow=True, check=private)
 
 
 def read_input(path: Path) -> bytes:

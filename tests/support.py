@@ -171,6 +171,13 @@ def code_of(
     return "OK"
 
 
+def write_secret(path: Path, data: bytes | str) -> Path:
+    """A secret's file as its owner keeps it (a key, a passphrase): mode 0600."""
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    path.chmod(0o600)
+    return path
+
+
 def load_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 

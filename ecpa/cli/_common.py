@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ecpa._files import read_input
+from ecpa._files import read_input, read_private
 from ecpa._text import json_line
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 
@@ -120,7 +120,7 @@ UNLOCK_HINT = " (from $ECPA_KEY_PASSWORD or --password-file FILE)"
 
 
 #: The most of a password file read (its first line is the passphrase).
-MAX_PASSWORD_FILE = 64 * 1024
+MAX_PASSWORD_FILE, _INPUT = 64 * 1024, ErrorCode.INVALID_INPUT
 
 
 def key_password(password_file: Path | None) -> bytes | None:
@@ -131,7 +131,7 @@ def key_password(password_file: Path | None) -> bytes | None:
         if str(password_file) == "-":
             data = sys.stdin.buffer.read(MAX_PASSWORD_FILE)
         else:
-            data = read_input(password_file)
+            data = read_private(password_file, MAX_PASSWORD_FILE, _INPUT, "password file")
         line = data.split(b"\n", 1)[0].removesuffix(b"\r")
         if not line.strip():
             raise fail_usage(f"expected a passphrase in {password_file}, found an empty line")

@@ -24,13 +24,13 @@ import contextlib
 import hashlib
 import logging
 import os
+import stat
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ecpa._files import open_private_subdir
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime import (
     JOURNAL_DIR,
@@ -114,6 +114,39 @@ def bounded_copy(event: Any) -> dict[str, Any] | _Unfit:
                 return _Unfit(HostEventCode.TOO_LARGE, f"a member of {len(item)} members")
             out[key] = item.copy()
     return out
+
+
+def _private_subdir(name: str, dir_fd: int, code: ErrorCode) -> int:
+    """The directory ``name`` in the directory open as ``dir_fd``, made (mode 0700) when
+    missing, opened without following a symlink and refused unless it is this user's and
+    neither group nor others may write it; the caller closes the descriptor returned.
+
+    Raises:
+        EcpaError: ``code`` saying what was found.
+    """
+    try:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise EcpaError(
+            code, f"expected to make directory {name!r}, found: {exc.strerror}"
+        ) from None
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError as exc:
+        raise EcpaError(code, f"expected directory {name!r}, found: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        os.close(fd)
+        raise EcpaError(
+            code,
+            f"expected directory {name!r} owned by uid {os.geteuid()} and not writable by "
+            f"group or others, found uid {st.st_uid} and mode {stat.S_IMODE(st.st_mode):04o}",
+        )
+    return fd
 
 
 def _sink_error(detail: str) -> EcpaError:
@@ -313,7 +346,7 @@ class HostRecorder:
                 self._stop(f"expected the process logs' directory {logs}, found: {exc.strerror}")
                 return None
             try:
-                self._dir_fd = open_private_subdir(JOURNAL_DIR, parent, ErrorCode.HOST_SINK)
+                self._dir_fd = _private_subdir(JOURNAL_DIR, parent, ErrorCode.HOST_SINK)
             except EcpaError as exc:
                 self._stop(exc.detail)
                 return None

@@ -13,16 +13,13 @@ import atexit
 import logging
 import math
 import os
-import stat
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 
-from ecpa._files import open_regular
-from ecpa.errors import EcpaError, ErrorCode, invalid_input
+from ecpa.errors import EcpaError, invalid_input
 from ecpa.observer._observer import LIVE, Observer
 from ecpa.observer.record import DEFAULT_EMIT_INTERVAL_S, EMIT_INTERVAL_ENV, MAX_INTERVAL_S
-from ecpa.profile.keys import MAX_KEY_FILE_BYTES, SigningKey
+from ecpa.profile.keys import SigningKey
 from ecpa.runtime import SCHEDULER_ROLE, Slot, launch_from_env
 
 __all__ = ["hint_host_slot", "observer_for_host", "process_observer"]
@@ -47,25 +44,6 @@ def _interval_from_env(env: Mapping[str, str]) -> float:
     return value
 
 
-def _load_key(path: Path) -> SigningKey:
-    """The 0.1 launch key: a regular file (no symlink, no FIFO: opening never blocks), read
-    with a bound, refused when anyone but its owner may read it (RUNTIME.md: 0600)."""
-    with open_regular(path, ErrorCode.INVALID_KEY) as fh:
-        mode = os.fstat(fh.fileno()).st_mode
-        if stat.S_IMODE(mode) & 0o077:
-            raise EcpaError(
-                ErrorCode.INVALID_KEY,
-                f"expected key file {path} with mode 0600, found {stat.S_IMODE(mode):04o}",
-            )
-        data = fh.read(MAX_KEY_FILE_BYTES + 1)
-    if len(data) > MAX_KEY_FILE_BYTES:
-        raise EcpaError(
-            ErrorCode.INVALID_KEY,
-            f"expected a key file of at most {MAX_KEY_FILE_BYTES} bytes at {path}",
-        )
-    return SigningKey.from_pem(data)
-
-
 def _from_env(env: Mapping[str, str]) -> Observer | None:
     # Only what this code raises is caught: an exception of the host (a signal handler's
     # stop, KeyboardInterrupt) passes through untouched.
@@ -82,7 +60,7 @@ def _from_env(env: Mapping[str, str]) -> Observer | None:
                 )
             return Observer(launch, emit_interval_s=interval)
         assert launch.signing_key_file is not None
-        return Observer(launch, _load_key(launch.signing_key_file), emit_interval_s=interval)
+        return Observer(launch, SigningKey.load(launch.signing_key_file), emit_interval_s=interval)
     except EcpaError as exc:
         reason = f"{exc.code.value}: {exc.detail}"
     _LOG.warning("ecpa observer inactive, no runtime evidence will be emitted: %s", reason)

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from ecpa._files import read_bounded
+from ecpa._files import read_bounded, read_private
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import _ed25519
 from ecpa.profile.b64 import b64u_decode, b64u_encode
@@ -269,13 +269,15 @@ class SigningKey:
         hint: str = "",
     ) -> SigningKey:
         """Read a PEM PKCS#8 private key file, encrypted or not (:meth:`from_pem`), or a
-        JWK with ``d`` if it ends in ``.jwk``.
+        JWK with ``d`` if it ends in ``.jwk``. The file must be private: this user's, mode
+        0600 (group or others may not read it; :func:`ecpa._files.private_enough`).
 
         Raises:
-            EcpaError: ``ECPA_INVALID_KEY`` when the file cannot be read or parsed, naming it.
+            EcpaError: ``ECPA_INVALID_KEY`` when the file cannot be read or parsed, or may be
+                read by others, naming it.
         """
         path = Path(path)
-        data = read_bounded(path, MAX_KEY_FILE_BYTES, ErrorCode.INVALID_KEY, follow=True)
+        data = read_private(path, MAX_KEY_FILE_BYTES, ErrorCode.INVALID_KEY, "key file")
         if path.suffix == ".jwk":
             return cls.from_jwk(_load_jwk(data, path))
         try:

@@ -10,10 +10,8 @@ import asyncio
 import contextlib
 import ipaddress
 import math
-import os
 import signal
 import socket
-import stat
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -24,7 +22,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ecpa._files import read_bounded, safe_target
+from ecpa._files import read_private
 from ecpa.errors import ErrorCode, invalid_input
 from ecpa.serve.app import create_app, prerender
 from ecpa.serve.board import Board, Sources
@@ -96,23 +94,7 @@ def read_token(path: Path) -> bytes:
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` naming the file and what was wrong (never the token).
     """
-    data = read_bounded(path, _MAX_TOKEN_FILE, ErrorCode.INVALID_INPUT, follow=True)
-    real = safe_target(str(path), ErrorCode.INVALID_INPUT) if path.is_symlink() else str(path)
-    st = os.stat(real)
-    mode = stat.S_IMODE(st.st_mode)
-    mine = st.st_uid == os.geteuid() and not mode & 0o077
-    # A Kubernetes Secret: root's, readable by the pod's fsGroup (one of ours), by no other.
-    secret = (
-        st.st_uid == 0 != os.geteuid()
-        and st.st_gid in {os.getegid(), *os.getgroups()}
-        and not mode & 0o037
-    )
-    if not (mine or secret):
-        raise invalid_input(
-            f"expected token file {path} owned by uid {os.geteuid()} with mode 0600 (or "
-            "root's, readable only by a group of ours: a Kubernetes Secret), found uid "
-            f"{st.st_uid}, gid {st.st_gid} and mode {mode:04o}"
-        )
+    data = read_private(path, _MAX_TOKEN_FILE, ErrorCode.INVALID_INPUT, "token file")
     token = data.rstrip(b"\r\n")
     if len(token) < _MIN_TOKEN or not all(0x21 <= b <= 0x7E for b in token):
         raise invalid_input(

@@ -47,6 +47,7 @@ from tests.support import (
     statement,
     trust_doc,
     trust_entry,
+    write_secret,
 )
 
 UPSTREAM = CONFORMANCE / "upstream-ecpa-0.1" / "attestation-vectors.json"
@@ -244,7 +245,7 @@ def test_internal_error_exits_3_with_one_line(
     monkeypatch.chdir(tmp_path)
     write_trust(tmp_path)
     write_pair(tmp_path)
-    (tmp_path / "k1.pem").write_bytes(KEY_1.to_pem())
+    write_secret(tmp_path / "k1.pem", KEY_1.to_pem())
     write_json(tmp_path / "ev.json", statement())
     monkeypatch.setattr(target, _boom)
     run = ecpa_main(*argv)

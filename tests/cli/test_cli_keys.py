@@ -22,6 +22,7 @@ from tests.support import (
     statement,
     trust_doc,
     trust_entry,
+    write_secret,
 )
 
 MAX = 2**53 - 1
@@ -33,7 +34,7 @@ SMALL_ORDER_KEY = b64u_encode(b"\x01" + bytes(31))  # the identity point
 def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """tmp_path as the working directory, holding KEY_1 as k1.pem and the statement."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "k1.pem").write_bytes(KEY_1.to_pem())
+    write_secret(tmp_path / "k1.pem", KEY_1.to_pem())
     write_json(tmp_path / "st.json", statement())
     return tmp_path
 
@@ -55,9 +56,37 @@ def test_sign_writes_the_pair_and_it_verifies(here: Path) -> None:
     assert (run.status, run.lines) == (0, [f"OK ev.jws {OK_LINE}"])
 
 
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o660])
+@pytest.mark.parametrize("command", ["sign", "audit"])
+def test_a_private_key_or_passphrase_others_may_read_is_refused(
+    here: Path, mode: int, command: str
+) -> None:
+    """ecpa sign --key, ecpa audit --sign and --password-file refuse a secret's file that group
+    or others may read (as the plugin's key loader and serve's token file do), naming it and
+    its mode; 0600 is taken."""
+    key = here / "k1.pem"
+    key.chmod(mode)
+    args = ["sign", "st.json", "--key", "k1.pem", "--out", "ev"]
+    if command == "audit":
+        args = ["audit", "--launch", str(here), "--sign", "k1.pem", "--issuer", "i", "--kid", "k"]
+        args += ["--out", "r"]
+    run = ecpa_main(*args)
+    assert run.status == 2, run
+    assert "ECPA_INVALID_KEY" in run.err
+    assert f"{mode:04o}" in run.err
+    assert "BEGIN" not in run.err  # never the key
+    key.chmod(0o600)
+    write_secret(here / "pw", "a passphrase\n").chmod(mode)
+    run = ecpa_main("sign", "st.json", "--key", "k1.pem", "--password-file", "pw", "--out", "ev")
+    assert run.status == 2, run
+    assert "password file" in run.err
+    assert "passphrase" not in run.err
+
+
 def test_sign_default_prefix_and_jwk_key(here: Path) -> None:
     jwk = {**KEY_1.public_key.to_jwk(), "d": b64u_encode(bytes(range(32)))}
     write_json(here / "k1.jwk", jwk)
+    (here / "k1.jwk").chmod(0o600)
     run = ecpa_main("sign", "st.json", "--key", "k1.jwk")
     assert run.status == 0, run
     assert Path("st.signed.json").read_bytes() == ecpa.canonicalize(statement())

@@ -18,7 +18,7 @@ import pytest
 import ecpa
 from ecpa.profile.keys import SigningKey
 from tests._cli_helpers import ecpa_main, write_json, write_pair, write_trust
-from tests.support import KEY_1, NOW, statement
+from tests.support import KEY_1, NOW, statement, write_secret
 
 MAX = 2**53 - 1
 WINDOW = ["--not-before", 0, "--not-after", MAX]
@@ -29,7 +29,7 @@ ISSUER = "urn:ecpa:issuer:host-a"
 def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ECPA_KEY_PASSWORD", raising=False)
-    (tmp_path / "k1.pem").write_bytes(KEY_1.to_pem())
+    write_secret(tmp_path / "k1.pem", KEY_1.to_pem())
     write_json(tmp_path / "st.json", statement())
     return tmp_path
 
@@ -189,13 +189,13 @@ def test_sign_with_an_openssl_encrypted_key_from_the_environment(
 
 def test_password_file_first_line_and_never_a_flag_value(here: Path) -> None:
     key = SigningKey.generate()
-    (here / "enc.pem").write_bytes(key.to_pem(b"from-file"))
-    (here / "pw").write_bytes(b"from-file\nignored second line\n")
+    write_secret(here / "enc.pem", key.to_pem(b"from-file"))
+    write_secret(here / "pw", b"from-file\nignored second line\n")
     run = ecpa_main(
         "sign", "st.json", "--key", "enc.pem", "--password-file", "pw", "--out", "ev", "--json"
     )
     assert run.status == 0, run
-    (here / "empty").write_bytes(b"\n")
+    write_secret(here / "empty", b"\n")
     run = ecpa_main("sign", "st.json", "--key", "enc.pem", "--password-file", "empty")
     assert run.status == 2
     assert "empty line" in run.err
@@ -244,7 +244,7 @@ def test_library_refuses_an_encrypted_key_without_a_password() -> None:
 def test_trust_add_from_an_encrypted_private_key(
     here: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (here / "enc.pem").write_bytes(KEY_1.to_pem(b"pw"))
+    write_secret(here / "enc.pem", KEY_1.to_pem(b"pw"))
     args = ["trust", "add", "t.json", "--issuer", ISSUER, "--kid", "a", "--key", "enc.pem"]
     run = ecpa_main(*args, *WINDOW)
     assert run.status == 2, run
@@ -351,7 +351,7 @@ def test_a_progress_bar_on_a_terminal_and_nothing_on_a_pipe(here: Path) -> None:
 
 
 def test_keygen_password_file_without_encrypt_is_refused(here: Path) -> None:
-    (here / "pw").write_text("secret\n")
+    write_secret(here / "pw", "secret\n")
     run = ecpa_main("keygen", "--issuer", ISSUER, "--kid", "p1", "--password-file", "pw")
     assert run.status == 2
     assert "--encrypt" in run.err
@@ -379,7 +379,7 @@ def test_an_encrypted_key_after_bag_attributes_is_read(here: Path) -> None:
 
 def test_a_passphrase_that_is_not_utf8_is_used_as_bytes(here: Path) -> None:
     passphrase = b"hunter2\xff"
-    (here / "enc.pem").write_bytes(KEY_1.to_pem(passphrase))
+    write_secret(here / "enc.pem", KEY_1.to_pem(passphrase))
     env = {**os.environ, "ECPA_KEY_PASSWORD": os.fsdecode(passphrase)}
     done = subprocess.run(
         [
@@ -402,7 +402,7 @@ def test_a_passphrase_that_is_not_utf8_is_used_as_bytes(here: Path) -> None:
 
 
 def test_password_file_dash_reads_standard_input(here: Path) -> None:
-    (here / "enc.pem").write_bytes(KEY_1.to_pem(b"from stdin"))
+    write_secret(here / "enc.pem", KEY_1.to_pem(b"from stdin"))
     args = ["sign", "st.json", "--key", "enc.pem", "--password-file", "-", "--out", "ev"]
     run = ecpa_main(*args, stdin=b"from stdin\n")
     assert run.status == 0, run
