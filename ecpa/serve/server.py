@@ -214,27 +214,63 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def _head_deadline(head_timeout_s: float) -> type[H11Protocol]:
-    """uvicorn's HTTP/1.1 protocol (h11, whose 16 KiB head limit applies; httptools would
-    drop it), closing a connection whose client has not sent a whole request head within
-    ``head_timeout_s`` of connecting or of its previous answer: a client trickling header
-    bytes held its connection for as long as it liked, and 64 of them shut out everyone."""
+#: The largest request head taken, however it arrives (docs/serve.md, "Limits").
+MAX_HEAD_BYTES = 16 * 1024
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n"
+    b"connection: close\r\n\r\n"
+)
+
+
+def _guarded(head_timeout_s: float, max_connections: int) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol (h11) with the limits of ``ecpa serve``:
+
+    - a connection whose client has not sent a whole request head within ``head_timeout_s``
+      of connecting or of its previous answer is closed (a client trickling header bytes
+      held its connection for as long as it liked, and 64 of them shut out everyone);
+    - a request head of more than :data:`MAX_HEAD_BYTES`, counted as it arrives whether in
+      one write or many, gets 431 and the connection is closed (h11 bounded only a head
+      still incomplete: a whole 20 KiB head in one write was answered);
+    - the first ``max_connections`` connections open at once are served; only those beyond
+      get 503 (uvicorn judged each request by every connection open then, so 70 connections
+      at once got 503 all, and its cap was one less than asked)."""
+    admitted = [0]  # this server's connections within the cap, open now
 
     class Protocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
         _armed_for: object = None
+        _counted = False
+        _head = 0
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self._counted = admitted[0] < max_connections
+            admitted[0] += self._counted
+            # uvicorn answers 503 to each request of a connection whose limit is 0.
+            self.limit_concurrency = None if self._counted else 0
             self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self.cycle is None or self.cycle.response_complete:  # a head is arriving
+                self._head += len(data)
+                if self._head > MAX_HEAD_BYTES:
+                    if not self.transport.is_closing():
+                        self.transport.write(_TOO_LARGE)
+                        self.transport.close()
+                    return
+            super().data_received(data)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            self._head = 0
             self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._deadline is not None:
                 self._deadline.cancel()
+            if self._counted:
+                admitted[0] -= 1
+                self._counted = False
             super().connection_lost(exc)
 
         def _arm(self) -> None:
@@ -256,15 +292,15 @@ def uvicorn_config(
     """uvicorn's configuration for ``ecpa serve`` (docs/serve.md, "Limits")."""
     return uvicorn.Config(
         app,
-        http=_head_deadline(head_timeout_s),
+        http=_guarded(head_timeout_s, max_connections),
         log_level="warning",
         access_log=False,  # a line per request is the proxy's job; none ever holds a header
         server_header=False,
         proxy_headers=False,
-        limit_concurrency=max_connections,
+        limit_concurrency=None,  # the protocol's own cap, per connection (see _guarded)
         timeout_keep_alive=5,
         timeout_graceful_shutdown=2,
-        h11_max_incomplete_event_size=16 * 1024,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         lifespan="off",
     )
 

@@ -140,6 +140,7 @@ def served(
     retention_s: float = 3600.0,
     refresher: bool = False,
     head_timeout_s: float = 10.0,
+    max_connections: int = 64,
 ) -> Iterator[Served]:
     metrics = Metrics(retention_s)
     board = Board(
@@ -151,7 +152,8 @@ def served(
     board.refresh()
     sock = bind(Listen("127.0.0.1", 0))
     app = create_app(board, metrics, token=token)
-    server = uvicorn.Server(uvicorn_config(app, head_timeout_s=head_timeout_s))
+    config = uvicorn_config(app, head_timeout_s=head_timeout_s, max_connections=max_connections)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
