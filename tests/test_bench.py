@@ -58,6 +58,7 @@ BENCH_ROWS = [
     ("DLA dispatch with observer", "the same without observer"),
     ("host select_victim, ecpa sink", "the same, a no-op sink"),
     ("the same, back to back", "the same, a no-op sink"),
+    ("ecpa status, 2 GiB last line", "the same launch without it"),
     ("ecpa --version", "python -c pass"),
     ("ecpa --help", "python -c pass"),
     ("ecpa verify one.jws", "python -c pass"),

@@ -195,3 +195,60 @@ def test_the_newest_record_after_blank_lines_is_found_again(written: Written) ->
     got = _status(written)
     assert got.effective, got.reasons
     assert got.slots[0].newest_seq == 5
+
+
+def _read_bytes() -> int:
+    """Bytes this process has read so far (``/proc/self/io``'s ``rchar``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def test_a_log_ending_in_one_huge_line_costs_a_status_its_budget(written: Written) -> None:
+    """A sparse 10 GiB of NULs at the end of a log (``truncate``): a status read all of it to
+    get past the line (8.9 s at 2 GiB, over 60 s at 10 GiB, and every launch of a board
+    waited). Now each status reads a bounded piece of it and the history goes on from there
+    at the next one; meanwhile the slot is not covered (its end holds nothing to decide)."""
+    log = _log(written)
+    size = log.stat().st_size
+    os.truncate(log, size + (10 << 30))
+    for _ in range(3):
+        before = _read_bytes()
+        status = status_from_launch_dir(
+            written.directory, now=NOW, proc_root=written.proc_root, host="bench-host"
+        )
+        assert _read_bytes() - before < 1 << 30  # far from 10 GiB: at most its budget's worth
+        assert not status.effective
+        assert ReasonCode.HISTORY_PARTIAL in {r.code for r in status.reasons}
+
+
+def test_an_over_long_line_is_walked_across_calls_and_counted_once(tmp_path: Path) -> None:
+    """The walk stops inside a line longer than a record may be and goes on there at the next
+    call: the same history as one walk to the end (the line refused once, every record after
+    it accepted)."""
+    w = write_launch(tmp_path, slots=1, records=3, now=NOW)
+    log = _log(w)
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(lines[0] + b"\0" * (40 << 20) + b"\n" + b"".join(lines[1:]))
+    whole = _status(w)
+    (log.parent / checkpoint_name(log.name)).unlink()
+    calls = 0
+    while True:
+        calls += 1
+        status = status_from_launch_dir(
+            w.directory, now=NOW, proc_root=w.proc_root, host="bench-host", history_budget_s=0.0
+        )
+        if ReasonCode.HISTORY_PARTIAL not in {r.code for r in status.reasons}:
+            break
+        assert calls < 100
+    assert calls > 2  # it did stop inside the line
+    assert (
+        (status.accepted, status.refused)
+        == (whole.accepted, whole.refused)
+        == (
+            3,
+            {"ATTESTATION_TOO_LARGE": 1},
+        )
+    )
+    assert status.effective == whole.effective

@@ -6,7 +6,8 @@ facts that need the whole history (records accepted and refused, gaps, torn line
 walked forward from where the last status stopped, within a time budget, and saved in
 ``.<log name>.status`` beside the log (mode 0600, replaced atomically). A checkpoint counts
 only while it is the same file (device and inode), no longer than it is, ending on a line
-boundary whose preceding bytes still hash as recorded, of the same launch, and judged at a
+boundary (or inside a line longer than a record may be, which the next walk goes on passing)
+whose preceding bytes still hash as recorded, of the same launch, and judged at a
 time no later than the derivation's ``now`` (a record refused then, say for a key window
 closed since, may be acceptable at an earlier ``now``); otherwise the history is walked again
 from the start. It never decides a slot: a forged checkpoint can distort history counts,
@@ -45,7 +46,7 @@ __all__ = [
 #: reads only the logs' ends); the rest of a long history is walked at the next status.
 HISTORY_BUDGET_S = 0.05
 
-CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.3"
+CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.4"
 #: Set (``ecpa status`` does, on SIGTERM or SIGINT) to end every history walk at its next
 #: line boundary: the walk then stops as at its deadline, consistent, and is saved
 #: (RUNTIME.md "Bounded work": a status interrupted keeps what it learned).
@@ -77,6 +78,9 @@ class Checkpoint:
     judged_at: int = 0
     #: Whether this checkpoint came from (or went to) its file as it is.
     saved: bool = False
+    #: The walk stopped this many bytes into a line longer than a record may be, numbered
+    #: ``number`` (0: at a line boundary).
+    skipping: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         s = self.stream
@@ -98,6 +102,7 @@ class Checkpoint:
             "last_seq": s.last_seq,
             "newest_offset": self.newest_offset,
             "judged_at": self.judged_at,
+            "skipping": self.skipping,
         }
 
 
@@ -122,6 +127,7 @@ def checkpoint_from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
         "expired",
         "torn",
         "judged_at",
+        "skipping",
     )
     if doc.get("schema") != CHECKPOINT_SCHEMA or any(type(doc.get(k)) is not int for k in ints):
         raise ValueError("not a checkpoint")
@@ -158,6 +164,7 @@ def checkpoint_from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
         stream,
         newest,
         doc["judged_at"],
+        skipping=doc["skipping"],
     )
 
 
@@ -188,7 +195,9 @@ def load(dir_fd: int, log: str, fd: int, launch_id: str, now: int) -> Checkpoint
         ck.launch_id == launch_id
         and (ck.dev, ck.ino) == (st.st_dev, st.st_ino)
         and 0 <= ck.offset <= st.st_size
-        and (ck.offset == 0 or os.pread(fd, 1, ck.offset - 1) == b"\n")
+        # at a line boundary, or (skipping) inside a line longer than a record may be
+        and (ck.offset == 0 or ck.skipping > 0 or os.pread(fd, 1, ck.offset - 1) == b"\n")
+        and (ck.skipping == 0 or MAX_RECORD_LENGTH < ck.skipping <= ck.offset)
         and ck.anchor == _anchor(fd, ck.offset)
         and ck.judged_at <= now
     )
@@ -261,7 +270,12 @@ def advance(
     reader = _Upto(fd, ck.offset, end)
     try:
         # Marks every 1024 blank lines: the deadline is looked at inside a run of them too.
-        lines = read_log(reader, first=ck.number + 1, marks=1024)  # type: ignore[arg-type]
+        lines = read_log(
+            reader,  # type: ignore[arg-type]
+            first=ck.number + (0 if ck.skipping else 1),
+            marks=1024,
+            skipping=ck.skipping,
+        )
         stopped = False
 
         def bounded() -> Iterator[LogLine]:
@@ -272,7 +286,7 @@ def advance(
                 yield line  # walked when the generator resumes
                 if ck.stream.newest is not newest:
                     ck.newest_offset = start
-                ck.offset, ck.number = reader.pos, line.number
+                ck.offset, ck.number, ck.skipping = reader.pos, line.number, line.skipped
                 start = reader.pos
                 if STOP.is_set() or (deadline is not None and time.monotonic() >= deadline):
                     stopped = True

@@ -124,6 +124,9 @@ class LogLine:
     evidence: Evidence | None
     error: EcpaError | None
     torn: bool = False
+    #: In a mark inside a line longer than a record may be: the bytes of it passed so far
+    #: (a reader may stop there and go on later, :func:`read_log`'s ``skipping``).
+    skipped: int = 0
 
 
 def _string(obj: dict[str, Any], name: str) -> str:
@@ -180,34 +183,56 @@ def _parse_record_strictly(data: bytes) -> Evidence:
     return Evidence(payload=payload, detached_jws=detached_jws, host_evidence=host)
 
 
-def _too_long(stream: BinaryIO) -> EcpaError:
-    """Skip the rest of an over-long line without holding it in memory."""
-    skipped = MAX_RECORD_LENGTH + 2
+#: Inside an over-long line, a reader with marks gets one every this many bytes passed.
+SKIP_MARK_BYTES = 4 << 20
+
+
+def _too_long(stream: BinaryIO, number: int, skipped: int, marks: int) -> Iterator[LogLine]:
+    """Pass the rest of an over-long line (``skipped`` bytes of it passed already) without
+    holding it, then its refusal; with ``marks``, a mark every :data:`SKIP_MARK_BYTES`, so
+    that a reader with a deadline looks at its clock inside it too (a line of 10 GiB of NULs
+    is read a piece at a time, across as many calls as it takes)."""
+    mark = skipped + SKIP_MARK_BYTES
     while True:
         chunk = stream.readline(1 << 20)
         skipped += len(chunk)
         if not chunk or chunk.endswith(b"\n"):
             break
-    return EcpaError(
-        ErrorCode.TOO_LARGE,
-        f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found {skipped} or more",
+        if marks and skipped >= mark:
+            mark = skipped + SKIP_MARK_BYTES
+            yield LogLine(number, None, None, skipped=skipped)
+    yield LogLine(
+        number,
+        None,
+        EcpaError(
+            ErrorCode.TOO_LARGE,
+            f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found {skipped} or more",
+        ),
     )
 
 
-def read_log(stream: BinaryIO, *, first: int = 1, marks: int = 0) -> Iterator[LogLine]:
+def read_log(
+    stream: BinaryIO, *, first: int = 1, marks: int = 0, skipping: int = 0
+) -> Iterator[LogLine]:
     """Yield each line of a JSONL evidence log, streaming (memory bounded by the longest
     allowed record), numbered from ``first``. Blank lines are skipped, but with ``marks``
-    every ``marks`` blank lines in a row yield ``LogLine(number, None, None)``: a reader
-    with a deadline looks at its clock inside them too (RUNTIME.md "Bounded work"). A final
-    line without ``\\n`` that is not even JSON is yielded with ``torn=True`` (a crash)."""
+    every ``marks`` blank lines in a row yield ``LogLine(number, None, None)``, and a line
+    longer than a record may be yields a mark every :data:`SKIP_MARK_BYTES` (``skipped``
+    says how far into it): a reader with a deadline looks at its clock inside them too
+    (RUNTIME.md "Bounded work"). ``skipping``: the stream starts that many bytes into such a
+    line, numbered ``first`` (a reader that stopped at one of its marks). A final line
+    without ``\\n`` that is not even JSON is yielded with ``torn=True`` (a crash)."""
     number, blank = first - 1, 0
+    if skipping:
+        number += 1
+        yield from _too_long(stream, number, skipping, marks)
     while True:
         raw = stream.readline(MAX_RECORD_LENGTH + 2)  # the record, and room for "\r\n"
         if not raw:
             return
         number += 1
         if len(raw) == MAX_RECORD_LENGTH + 2 and not raw.endswith(b"\n"):
-            yield LogLine(number, None, _too_long(stream))
+            yield from _too_long(stream, number, len(raw), marks)
             continue
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.endswith(b"\r"):
@@ -231,7 +256,14 @@ def read_log(stream: BinaryIO, *, first: int = 1, marks: int = 0) -> Iterator[Lo
             yield LogLine(number, None, exc, torn=torn)
         else:  # frozen_instance: LogLine(number, evidence, None), at a fraction of the cost
             yield frozen_instance(
-                LogLine, {"number": number, "evidence": evidence, "error": None, "torn": False}
+                LogLine,
+                {
+                    "number": number,
+                    "evidence": evidence,
+                    "error": None,
+                    "torn": False,
+                    "skipped": 0,
+                },
             )
 
 
