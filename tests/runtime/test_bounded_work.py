@@ -252,3 +252,36 @@ def test_an_over_long_line_is_walked_across_calls_and_counted_once(tmp_path: Pat
         )
     )
     assert status.effective == whole.effective
+
+
+def test_a_record_of_the_next_second_is_left_for_the_next_status(tmp_path: Path) -> None:
+    """A status takes its ``now`` first; a record its process wrote a moment later, dated the
+    next second, was refused (ATTESTATION_NOT_YET_VALID) and that refusal kept in the history
+    for good: a healthy launch's ``refused`` was not empty (two flaky tests). It is left for
+    the next status now, which accepts it."""
+    w = write_launch(tmp_path, slots=1, records=3, now=NOW + 1)  # the newest dated NOW + 1
+    first = status_from_launch_dir(
+        w.directory, now=NOW, proc_root=w.proc_root, host="bench-host", history_budget_s=None
+    )
+    assert first.refused == {}
+    assert first.effective
+    assert first.accepted == 2  # the third waits
+    second = _status_at(w, NOW + 1)
+    assert second.refused == {}
+    assert second.accepted == 3
+    assert second.last_seq == 3
+
+
+def _status_at(w: Written, now: int) -> Any:
+    return status_from_launch_dir(
+        w.directory, now=now, proc_root=w.proc_root, host="bench-host", history_budget_s=None
+    )
+
+
+def test_a_record_dated_further_ahead_is_still_refused(tmp_path: Path) -> None:
+    """Beyond the grace (2 s), a record from the future is a writer clock ahead: refused, as
+    before, and its log undecided."""
+    w = write_launch(tmp_path, slots=1, records=3, now=NOW + 10, interval=5)  # NOW, +5, +10
+    status = _status_at(w, NOW)
+    assert status.refused == {"ATTESTATION_NOT_YET_VALID": 2}
+    assert not status.effective

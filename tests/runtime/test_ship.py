@@ -892,3 +892,17 @@ def test_libpq_password_file_and_variables_keep_the_password_off_the_command_lin
     (home / ".pgpass").unlink()
     by_variable = ship({**base, "PGPASSWORD": PW})
     assert by_variable.returncode == 0, by_variable.stderr
+
+
+def test_from_the_store_a_record_of_the_next_second_waits_for_the_next_status(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """As from the files: a record dated just after ``now`` is neither refused nor kept
+    refused in the shared history; the next status accepts it."""
+    w = write_launch(tmp_path, slots=1, records=3, now=NOW + 1)
+    ship(pg_dsn, w)
+    first = remote(pg_dsn, w, now=NOW)
+    assert (first.refused, first.accepted) == ({}, 2)
+    second = remote(pg_dsn, w, now=NOW + 1)
+    assert (second.refused, second.accepted, second.last_seq) == ({}, 3, 3)
+    assert decision(first)[:1] == decision(local(w, NOW))[:1]

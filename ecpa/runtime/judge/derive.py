@@ -27,13 +27,15 @@ from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import Judge, RuntimeStatus, SlotStatus
 from ecpa.runtime.model.counters import COUNTERS_SCHEMA
 from ecpa.runtime.model.enroll import kid_of_log, parse_kid
-from ecpa.runtime.model.evidence import LogLine
+from ecpa.runtime.model.evidence import LogLine, issued_at_of
 from ecpa.runtime.model.launch import ExpectedLaunch
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
 
 __all__ = [
     "COUNTERS_SCHEMA",
+    "FUTURE_GRACE_S",
     "ExpectedLaunch",
+    "Paused",
     "Reason",
     "ReasonCode",
     "RuntimeStatus",
@@ -41,9 +43,29 @@ __all__ = [
     "Stream",
     "derive",
     "derive_launch",
+    "just_ahead",
     "verdict_launch",
     "walk",
 ]
+
+
+#: A record dated at most this many seconds after ``now`` is a race (written while the
+#: status ran, in the next second), not a clock ahead.
+FUTURE_GRACE_S = 2
+
+
+class Paused(Exception):
+    """A walk that stopped before a record dated in the next second or two: the next
+    derivation judges it (:func:`walk`'s ``pause_on_recent``)."""
+
+
+def just_ahead(evidence: object, exc: EcpaError, now: int) -> bool:
+    """Whether ``exc`` refused a record only for being dated at most :data:`FUTURE_GRACE_S`
+    after ``now``: written after ``now`` was taken, by a synced clock."""
+    if exc.code is not ErrorCode.NOT_YET_VALID:
+        return False
+    issued = issued_at_of(getattr(evidence, "payload", b""))
+    return issued is not None and issued - now <= FUTURE_GRACE_S
 
 
 def walk(
@@ -57,14 +79,18 @@ def walk(
     name: str | None = None,
     file_kid: str | None = None,
     stream: Stream | None = None,
+    pause_on_recent: bool = False,
 ) -> Stream:
     """Check every line of one log (see the module's text); refused records, torn lines and
     gaps are counted in the returned :class:`Stream` (``stream`` when given: a walk that
-    resumes where a checkpoint stopped), never raised.
+    resumes where a checkpoint stopped), never raised. ``pause_on_recent``: a record dated
+    just after ``now`` (:func:`just_ahead`) is not refused: the walk stops before it
+    (:class:`Paused`), for a later derivation to judge it.
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails: no record can then be
             judged, so the derivation stops.
+        Paused: with ``pause_on_recent``, before such a record (``stream`` holds the rest).
     """
     stream = stream if stream is not None else Stream(name=name)
     for line in lines:
@@ -84,6 +110,8 @@ def walk(
         except EcpaError as exc:
             if exc.code is ErrorCode.REPLAY_STORE:
                 raise
+            if pause_on_recent and just_ahead(line.evidence, exc, now):
+                raise Paused(line.number) from None
             stream.refuse(line.number, exc)
     return stream
 

@@ -276,10 +276,10 @@ def advance(
             marks=1024,
             skipping=ck.skipping,
         )
-        stopped = False
+        exhausted = False
 
         def bounded() -> Iterator[LogLine]:
-            nonlocal stopped
+            nonlocal exhausted
             start = ck.offset
             for line in lines:
                 newest = ck.stream.newest
@@ -289,12 +289,12 @@ def advance(
                 ck.offset, ck.number, ck.skipping = reader.pos, line.number, line.skipped
                 start = reader.pos
                 if STOP.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                    stopped = True
                     return
+            exhausted = True
 
         walk(bounded(), ck.stream)
-        if not stopped:
-            ck.offset = reader.pos
+        if exhausted:  # to the end, blank lines after the last record included (a walk
+            ck.offset = reader.pos  # that stopped before a line leaves it for the next)
     finally:
         reader.close()
     ck.anchor = _anchor(fd, ck.offset)

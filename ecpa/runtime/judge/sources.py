@@ -19,6 +19,7 @@ record after it must have a higher seq.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -31,7 +32,7 @@ from ecpa.profile.fence import ReplayFence, fence_or_memory, record_nonce
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
 from ecpa.runtime.judge import history
-from ecpa.runtime.judge.derive import walk
+from ecpa.runtime.judge.derive import FUTURE_GRACE_S, Paused, just_ahead, walk
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted, check_record
 from ecpa.runtime.judge.stream import Stream
@@ -99,6 +100,8 @@ class TailDecision:
     offset: int | None = None
     refused: list[tuple[int, EcpaError]] = field(default_factory=list)
     scanned: int = 0
+    #: Offsets of refused lines dated just after ``now`` (a later status judges them).
+    later: set[int] = field(default_factory=set)
 
 
 def decide(
@@ -107,6 +110,7 @@ def decide(
     *,
     history_offset: int,
     history_last_seq: int | None,
+    now: int | None = None,
 ) -> TailDecision:
     """Check ``lines`` (newest first) with ``check`` until one is accepted. A line the
     history walk has passed (before ``history_offset``) decides only if it is the newest
@@ -120,13 +124,17 @@ def decide(
     expired = 0
     for offset, line in lines:
         result.scanned += 1
+        evidence = None
         try:
-            rec = check(parse_record(line))
+            evidence = parse_record(line)
+            rec = check(evidence)
             _in_order(rec.seq, offset, history_offset, history_last_seq)
         except EcpaError as exc:
             if exc.code is ErrorCode.REPLAY_STORE:
                 raise
             result.refused.append((offset, exc))
+            if now is not None and just_ahead(evidence, exc, now):
+                result.later.add(offset)
             expired = expired + 1 if exc.code is ErrorCode.EXPIRED else 0
             if expired >= MAX_EXPIRED_RUN:
                 break  # a run of expired records: what lies before them is older still
@@ -168,7 +176,7 @@ def _merge(ck: history.Checkpoint, decision: TailDecision, name: str) -> Stream:
         newest=decision.newest,
     )
     for at, exc in reversed(decision.refused):  # newer lines the history has not reached
-        if at >= ck.offset:
+        if at >= ck.offset and at not in decision.later:
             merged.refuse_at(f"{name} byte {at}", exc)
     rec, offset = decision.newest, decision.offset
     if rec is not None and offset is not None and offset >= ck.offset:
@@ -251,11 +259,6 @@ def _fall_back(
     )
 
 
-#: A record dated at most this many seconds after ``now`` is a race (written while the
-#: status ran, in the next second), not a clock ahead.
-FUTURE_GRACE_S = 2
-
-
 def _ahead(candidates: list[tuple[int, bytes]], decision: TailDecision, now: int) -> int:
     """How far after ``now`` the newer lines refused as not yet valid are dated, beyond
     :data:`FUTURE_GRACE_S` (0: none). Never raises."""
@@ -310,16 +313,18 @@ def judge_sources(
             return rec
 
         def walk_into(lines: Iterator[LogLine], stream: Stream, kid: str = kid) -> None:
-            walk(
-                lines,
-                store,
-                expected,
-                now=now,
-                fence=fence,
-                policy=policy,
-                file_kid=kid,
-                stream=stream,
-            )
+            with contextlib.suppress(Paused):  # a record of the next second: the next status
+                walk(
+                    lines,
+                    store,
+                    expected,
+                    now=now,
+                    fence=fence,
+                    policy=policy,
+                    file_kid=kid,
+                    stream=stream,
+                    pause_on_recent=True,
+                )
 
         ck = source.load(expected.launch_id, now)
         before = ck.offset
@@ -335,6 +340,7 @@ def judge_sources(
             check,
             history_offset=ck.offset,
             history_last_seq=ck.stream.last_seq,
+            now=now,
         )
         merged = _merge(ck, decision, name)
         if len(fragment) > MAX_RECORD_LENGTH:  # as the reader refuses an over-long line

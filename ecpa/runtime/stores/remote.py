@@ -132,16 +132,17 @@ class StoredLog:
     ) -> bool:
         if ck.offset >= end:
             return True
-        stopped = False
+        exhausted = False
 
         def lines() -> Iterator[LogLine]:
-            nonlocal stopped
+            nonlocal exhausted
             while True:
                 page = self._lines(
                     " AND file_offset >= %s AND file_offset < %s ORDER BY file_offset LIMIT %s",
                     (ck.offset, end, _PAGE),
                 )
                 if not page:
+                    exhausted = True
                     return
                 for offset, raw in page:
                     number = ck.number + 1
@@ -158,14 +159,13 @@ class StoredLog:
                     if history.STOP.is_set() or (
                         deadline is not None and time.monotonic() >= deadline
                     ):
-                        stopped = True
                         return
 
         walk(lines(), ck.stream)
-        if not stopped:
+        if exhausted:  # to the end (a walk that stopped before a line leaves it for the next)
             ck.offset = end
         ck.anchor = self._anchor(ck.offset)
-        return not stopped
+        return exhausted
 
     def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
         found = self._newest(end, 64)
