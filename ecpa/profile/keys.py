@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -27,7 +27,7 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import _ed25519
 from ecpa.profile.b64 import b64u_decode, b64u_encode
 
-__all__ = ["SigningKey", "VerifyKey", "is_encrypted_pem", "load_public_key"]
+__all__ = ["Ed25519Signer", "SigningKey", "VerifyKey", "is_encrypted_pem", "load_public_key"]
 
 _P = 2**255 - 19
 _D = (-121665 * pow(121666, -1, _P)) % _P
@@ -185,6 +185,20 @@ class VerifyKey:
 
     def __repr__(self) -> str:
         return f"VerifyKey({self.to_b64()!r})"
+
+
+class Ed25519Signer(Protocol):
+    """What signs a statement: a :class:`SigningKey` in memory, or a key held elsewhere (a
+    token over PKCS#11, :mod:`ecpa.hsm`) that signs with Ed25519 (RFC 8032) on request."""
+
+    @property
+    def public_key(self) -> VerifyKey:
+        """The public half: what a trust store lists."""
+        ...
+
+    def sign(self, message: bytes) -> bytes:
+        """The 64-byte Ed25519 signature of ``message``."""
+        ...
 
 
 class SigningKey:

@@ -12,7 +12,7 @@ from ecpa.profile import jws
 from ecpa.profile.b64 import b64u_encode_ascii
 from ecpa.profile.fast import statement_payload
 from ecpa.profile.jcs import canonicalize, canonicalize_subset
-from ecpa.profile.keys import SigningKey
+from ecpa.profile.keys import Ed25519Signer
 from ecpa.profile.statement import Statement, check_statement
 from ecpa.profile.strict_json import MAX_DEPTH, parse_object
 
@@ -31,7 +31,7 @@ class Signed:
     statement: Statement
 
 
-def sign(statement: Mapping[str, Any] | Statement, key: SigningKey) -> Signed:
+def sign(statement: Mapping[str, Any] | Statement, key: Ed25519Signer) -> Signed:
     """Sign a statement with ``key``; the header ``kid`` is the statement's ``kid``.
 
     The statement is checked as ``verify`` would check it (PROFILE §3 steps 1, 12-15 and

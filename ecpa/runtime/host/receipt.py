@@ -19,7 +19,7 @@ from typing import Any
 
 from ecpa._files import read_bounded, write_file
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.keys import SigningKey
+from ecpa.profile.keys import Ed25519Signer
 from ecpa.profile.sign import Signed, sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Statement
 from ecpa.profile.trust import TrustStore
@@ -55,7 +55,13 @@ def report_digest(report: bytes) -> str:
 
 
 def sign_receipt(
-    report: dict[str, Any], report_bytes: bytes, key: SigningKey, *, issuer: str, kid: str, now: int
+    report: dict[str, Any],
+    report_bytes: bytes,
+    key: Ed25519Signer,
+    *,
+    issuer: str,
+    kid: str,
+    now: int,
 ) -> Signed:
     """The receipt statement of ``report`` (whose canonical bytes are ``report_bytes``),
     signed with ``key`` as ``issuer``/``kid`` at ``now``.
@@ -152,7 +158,7 @@ def check_receipt(
 
 
 def write_receipt(
-    prefix: Path, report: dict[str, Any], key: SigningKey, *, issuer: str, kid: str, now: int
+    prefix: Path, report: dict[str, Any], key: Ed25519Signer, *, issuer: str, kid: str, now: int
 ) -> list[Path]:
     """Write ``PREFIX.report.json`` (the report's RFC 8785 bytes), ``PREFIX.json`` and
     ``PREFIX.jws`` (the signed receipt), each whole or not at all, none over a file that
