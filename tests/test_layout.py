@@ -24,6 +24,7 @@ RANK: dict[str, float] = {
     "ecpa._files": 0,
     "ecpa._text": 0,
     "ecpa.profile": 1,
+    "ecpa.hsm": 1.5,  # keys held by a token over PKCS#11; secrets that unlock a key
     # The runtime room by role: documents and names, the pure judgement, the stores shared
     # across hosts, the local edge; its facade (``ecpa.runtime``) above them all.
     "ecpa.runtime.model": 2.1,
@@ -393,6 +394,7 @@ def test_one_proc_parser_one_atomic_writer() -> None:
 #: sub-room) it is named after.
 TEST_ROOMS: dict[str, str] = {
     "profile": "ecpa.profile",
+    "hsm": "ecpa.hsm",
     "runtime": "ecpa.runtime",
     **{f"runtime/{sub}": f"ecpa.runtime.{sub}" for sub in ("model", "judge", "stores", "host")},
     "observer": "ecpa.observer",
