@@ -102,8 +102,8 @@ def audit_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="The report, one JSON object.")] = False,
     sign_key: Annotated[
-        Path | None,
-        typer.Option("--sign", metavar="KEY", help="Sign a receipt with this Ed25519 key."),
+        str | None,
+        typer.Option("--sign", metavar="KEY", help="Sign a receipt: key file or pkcs11: URI."),
     ] = None,
     password_file: PasswordFile = None,
     issuer: Annotated[str | None, typer.Option(metavar="I", help="The receipt's issuer.")] = None,

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ecpa._files import read_input, read_private
+from ecpa._files import read_input
 from ecpa._text import json_line
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 
 if TYPE_CHECKING:
-    from ecpa.profile.keys import SigningKey
+    from ecpa.profile.keys import Ed25519Signer
     from ecpa.profile.trust import TrustStore
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -119,32 +118,11 @@ PasswordFile = Annotated[
 UNLOCK_HINT = " (from $ECPA_KEY_PASSWORD or --password-file FILE)"
 
 
-#: The most of a password file read (its first line is the passphrase).
-MAX_PASSWORD_FILE, _INPUT = 64 * 1024, ErrorCode.INVALID_INPUT
+def load_key(spec: str | Path, password_file: Path | None) -> Ed25519Signer:
+    """The signing key ``spec`` names: a key file or a ``pkcs11:`` URI (:mod:`ecpa.hsm`)."""
+    from ecpa.hsm import load_signer
 
-
-def key_password(password_file: Path | None) -> bytes | None:
-    """The passphrase of a key: the first line of ``password_file`` (``-``: standard input),
-    else ``$ECPA_KEY_PASSWORD`` (its bytes as they are), else None. Never a flag's value,
-    which ``ps`` would show."""
-    if password_file is not None:
-        if str(password_file) == "-":
-            data = sys.stdin.buffer.read(MAX_PASSWORD_FILE)
-        else:
-            data = read_private(password_file, MAX_PASSWORD_FILE, _INPUT, "password file")
-        line = data.split(b"\n", 1)[0].removesuffix(b"\r")
-        if not line.strip():
-            raise fail_usage(f"expected a passphrase in {password_file}, found an empty line")
-        return line
-    return os.environb.get(b"ECPA_KEY_PASSWORD") or None
-
-
-def load_key(path: Path, password_file: Path | None) -> SigningKey:
-    """The signing key at ``path``, decrypted with :func:`key_password` when encrypted."""
-    from ecpa.profile.keys import SigningKey
-
-    password = key_password(password_file)
-    return SigningKey.load(path, password, hint=UNLOCK_HINT)
+    return load_signer(spec, password_file, hint=UNLOCK_HINT)
 
 
 def echo_json(obj: dict[str, Any]) -> None:

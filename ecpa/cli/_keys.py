@@ -21,12 +21,12 @@ from ecpa.cli._common import (
     PasswordFile,
     echo_json,
     fail_usage,
-    key_password,
     load_key,
     read_json_object,
 )
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.keys import SigningKey, VerifyKey, load_public_key
+from ecpa.hsm import key_password, load_public
+from ecpa.profile.keys import SigningKey, VerifyKey
 from ecpa.profile.sign import sign
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore, document_problems, read_document
 from ecpa.runtime import (
@@ -38,7 +38,9 @@ from ecpa.runtime import (
 )
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
-KeyFile = Annotated[Path, typer.Option(help="Ed25519 private key: PEM PKCS#8 (or a .jwk).")]
+KeyFile = Annotated[
+    str, typer.Option(metavar="KEY", help="Ed25519 private key: PEM PKCS#8, .jwk or pkcs11: URI.")
+]
 
 
 def _refuse_existing(*paths: Path, why: str = "use --force to replace it") -> None:
@@ -64,7 +66,8 @@ def sign_command(
     """Sign a statement into PREFIX.json (its JCS payload) and PREFIX.jws (detached JWS).
 
     An invalid statement is refused with the code a verifier would give (exit 1). An
-    encrypted key's passphrase comes from $ECPA_KEY_PASSWORD or --password-file.
+    encrypted key's passphrase comes from $ECPA_KEY_PASSWORD or --password-file; a token's
+    PIN (--key 'pkcs11:...') from the URI's pin-source, --password-file or $ECPA_PKCS11_PIN.
 
     \b
     Example:
@@ -208,7 +211,8 @@ def trust_add(
     issuer: Issuer,
     kid: Kid,
     key: Annotated[
-        Path | None, typer.Option(help="Key file: PEM public or private key, or a JWK.")
+        str | None,
+        typer.Option(metavar="KEY", help="Key file (PEM public or private, a JWK) or pkcs11: URI."),
     ] = None,
     public_key_b64: Annotated[
         str | None, typer.Option(help="The 32 raw key bytes, base64url.")
@@ -229,7 +233,7 @@ def trust_add(
         raise fail_usage("expected exactly one of --key and --public-key-b64")
     try:
         public = (
-            load_public_key(key, key_password(password_file), hint=UNLOCK_HINT)
+            load_public(key, password_file, hint=UNLOCK_HINT)
             if key is not None
             else VerifyKey.from_b64(public_key_b64 or "")
         )
