@@ -95,6 +95,11 @@ def test_ecpa_audit_sign_with_a_token_key_writes_a_receipt_that_verifies(
     written = write_launch(
         here / "runs", slots=1, records=5, now=now, launch_id="launch-" + "b" * 16
     )
+    # ecpa run closes each key's window when the launch ends, and records the end.
+    launch_trust = json.loads((written.directory / "trust.json").read_text())
+    for launch_entry in launch_trust["keys"]:
+        launch_entry["not_after"] = now + 1
+    (written.directory / "trust.json").write_text(json.dumps(launch_trust))
     exit_doc = {"schema": EXIT_SCHEMA, "ended_at": now + 1, "exit_status": 0}
     (written.directory / "exit.json").write_text(json.dumps(exit_doc))
     mgr = ["--issuer", "urn:ecpa:issuer:mgr", "--kid", "mgr-1"]
