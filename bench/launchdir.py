@@ -17,21 +17,52 @@ from dla_plugin.host_evidence import Occurrence, host_event
 from ecpa.observer.record import Signer, Window, build_evidence
 from ecpa.runtime.model.counters import HostCounts
 from ecpa.runtime.model.enroll import kid_for, log_name
+from ecpa.runtime.model.enrollment import (
+    CERTIFY_SUBJECT,
+    ENROLLMENTS_FILE,
+    MANAGER_ISSUER,
+    Enrollment,
+    certificate_line,
+    manager_kid,
+)
 from ecpa.runtime.model.evidence import record_line
 from ecpa.runtime.model.host_event import host_line, parse_host_line
 from ecpa.runtime.model.host_ids import epoch_of
 from ecpa.runtime.model.host_journal import JOURNAL_DIR, HostBook
-from ecpa.runtime.model.launch import Slot
+from ecpa.runtime.model.launch import Slot, launch_from_bytes
 from ecpa.runtime.model.plan import Plan, launch_document
 from ecpa.runtime.model.process import LaunchEnvironment, ProcessIdentity
 
-__all__ = ["Written", "environment", "process_signer", "write_launch"]
+__all__ = [
+    "MANAGER",
+    "Written",
+    "environment",
+    "manager_entry",
+    "process_signer",
+    "write_launch",
+]
 
 HOST = "bench-host"
 BOOT = "boot-bench"
 SUPERVISOR = ProcessIdentity(HOST, 100, 1, BOOT)
 ISSUER = "urn:ecpa:issuer:bench"
 CHALLENGE = "Q" * 43
+#: The TEST ONLY manager key that certifies the process keys of every launch written here:
+#: an operator's trust store must list it (:func:`manager_entry`) for them to be trusted.
+MANAGER = ecpa.SigningKey.from_seed(b"M" * 32)
+
+
+def manager_entry(key: ecpa.SigningKey = MANAGER) -> dict[str, object]:
+    """The operator's trust store entry of a manager key (docs/keys.md)."""
+    return {
+        "issuer": MANAGER_ISSUER,
+        "kid": manager_kid(key.public_key),
+        "public_key_b64": key.public_key.to_b64(),
+        "subjects": [CERTIFY_SUBJECT],
+        "enabled": True,
+        "not_before": 0,
+        "not_after": 2**53 - 1,
+    }
 
 
 @dataclass(frozen=True)
@@ -197,6 +228,8 @@ def write_launch(
         plan, launch_id=launch_id, challenge=CHALLENGE, started_at=started, supervisor=supervisor
     )
     (directory / "launch.json").write_text(json.dumps(doc))
+    expected = launch_from_bytes(json.dumps(doc).encode(), "launch.json")
+    certificates = []
     env = environment(directory)
     processes = {slot: ProcessIdentity(HOST, 1000 + slot.ordinal, 5000, BOOT) for slot in wanted}
     writers = [(slot, who, _seed(slot)) for slot, who in processes.items()]
@@ -212,17 +245,20 @@ def write_launch(
             if host_evidence
             else None
         )
-        entries.append(
-            {
-                "issuer": ISSUER,
-                "kid": signer.kid,
-                "public_key_b64": signer.key.public_key.to_b64(),
-                "subjects": ["host-runtime"],
-                "enabled": True,
-                "not_before": started - 5,
-                "not_after": now + 86400,
-            }
+        enrollment = Enrollment(
+            len(certificates) + 1,
+            "enrolled",
+            ISSUER,
+            signer.kid,
+            signer.key.public_key.to_b64(),
+            ("host-runtime",),
+            slot,
+            who,
+            started - 5,
+            now + 86400,
         )
+        entries.append(enrollment.entry())
+        certificates.append(certificate_line(enrollment, expected, MANAGER, issued_at=started))
         path = logs / log_name(signer.kid)
         with path.open("wb") as out:
             out.write(b"x\n" * filler)  # the long past, as short refused lines
@@ -238,5 +274,6 @@ def write_launch(
             journal.out.close()
     trust = {"schema": "ecpa-trust-store/0.1", "keys": entries}
     (directory / "trust.json").write_text(json.dumps(trust))
+    (directory / ENROLLMENTS_FILE).write_bytes(b"".join(certificates))
     alive = {**{(s, w.pid): w for s, w, _ in writers}}
     return Written(directory, _fake_proc(root, alive), processes)

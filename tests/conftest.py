@@ -8,6 +8,7 @@ own ``max_examples`` and ``deadline``.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import secrets
 import shutil
@@ -30,6 +31,43 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
+
+
+# The operator's configuration (docs/keys.md), the session's own: $XDG_CONFIG_HOME points at
+# a private temporary directory whose ecpa/trust.json lists the TEST manager key that
+# bench.launchdir certifies with, and the manager key ecpa run uses (made as on first use).
+# Nothing a test does reaches the user's own ~/.config/ecpa.
+_CONFIG: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    del config
+    from bench.launchdir import manager_entry
+    from ecpa.profile.keys import SigningKey
+
+    home = tempfile.mkdtemp(prefix="ecpa-config-")
+    _CONFIG.append(home)
+    ecpa_dir = Path(home) / "ecpa"
+    ecpa_dir.mkdir(mode=0o700)
+    key = SigningKey.generate()  # as ecpa run makes it on first use
+    (ecpa_dir / "manager-key.pem").write_bytes(key.to_pem())
+    (ecpa_dir / "manager-key.pem").chmod(0o600)
+    # 0.1 launches have no manager: the operator lists their shared key itself (the TEST
+    # keys of tests.support, which the 0.1 launches of the tests are signed with).
+    from tests.support import trust_doc
+
+    keys = [manager_entry(), manager_entry(key), *trust_doc()["keys"]]
+    trust = {"schema": "ecpa-trust-store/0.1", "keys": keys}
+    (ecpa_dir / "trust.json").write_text(json.dumps(trust, indent=2) + "\n")
+    os.environ["XDG_CONFIG_HOME"] = home
+    for name in ("ECPA_TRUST_STORE", "ECPA_MANAGER_KEY"):
+        os.environ.pop(name, None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    del config
+    for home in _CONFIG:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)

@@ -281,17 +281,18 @@ def test_the_command_line_stays_thin() -> None:
     and trust-store handling, corpus files and the throw-away PostgreSQL in the library.
     The bound grew from 1,700 to 2,000 lines with issue 27: the lazy command table (start-up
     pays for the command that runs), ``ecpa dev``, the progress bar, ``--json`` and
-    ``--password-file`` options on six commands."""
+    ``--password-file`` options on six commands; to 2,050 with issue 36: the operator's
+    trust store (``--trust``) on status, audit and serve, and ``ecpa run --manager-key``."""
     modules = sorted((ROOT / "ecpa" / "cli").rglob("*.py"))
     assert len(modules) >= 5, modules  # guards the test itself
     total = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in modules)
-    assert total < 2000, total
+    assert total < 2050, total
     assert [path.name for path in modules if "demo" in path.stem] == []
 
 
 def test_every_room_says_what_it_may_import() -> None:
     rooms = ["profile", "runtime", "observer", "launcher", "corpus", "corpus/generator"]
-    rooms += ["verify_jobs", "demo", "serve"]
+    rooms += ["verify_jobs", "demo", "serve", "hsm"]
     rooms += [f"runtime/{sub}" for sub in ("model", "judge", "stores", "host")]
     for package in rooms:
         doc = ast.get_docstring(ast.parse((ROOT / "ecpa" / package / "__init__.py").read_text()))

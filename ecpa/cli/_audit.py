@@ -13,11 +13,11 @@ from ecpa.cli._app import one_command
 from ecpa.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
+    OperatorStore,
     PasswordFile,
     db_from_env,
     fail_usage,
     load_key,
-    load_trust,
 )
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
@@ -25,6 +25,7 @@ from ecpa.runtime import (
     audit_store,
     check_receipt_files,
     is_postgres_dsn,
+    operator_trust,
     plot_audit,
     report_bytes,
     report_lines,
@@ -58,7 +59,10 @@ altered, inserted or moved), 2 usage error or unreadable launch, 3 internal erro
 
 
 def _check(report_file: Path, receipt: Path, trust: Path | None, launch: Path | None) -> None:
-    checked, report, doc = check_receipt_files(report_file, receipt, load_trust(trust))
+    operator = operator_trust(trust)
+    if operator.store is None:
+        raise fail_usage(f"expected the operator's trust store, found {operator.where}")
+    checked, report, doc = check_receipt_files(report_file, receipt, operator.store)
     st = checked.statement
     typer.echo(
         f"receipt OK: signed by {safe(st.issuer)} ({safe(st.kid)}) for launch "
@@ -69,7 +73,7 @@ def _check(report_file: Path, receipt: Path, trust: Path | None, launch: Path | 
         typer.echo("report not derived again (no --launch DIR given)")
         return
     window = (doc["window"]["from"], doc["window"]["to"])
-    again = audit_launch_dir(launch, now=doc["judged_until"], window=window)
+    again = audit_launch_dir(launch, now=doc["judged_until"], window=window, operator=operator)
     if report_bytes(again.report) != report:
         typer.echo(f"FAIL: the report derived again from {show(launch)} differs from it")
         raise typer.Exit(EXIT_INVALID)
@@ -120,9 +124,7 @@ def audit_command(
     receipt: Annotated[
         Path | None, typer.Option(metavar="JWS", help="The receipt (PREFIX.jws) for --check.")
     ] = None,
-    trust: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Trust store with the manager's key.")
-    ] = None,
+    trust: OperatorStore = None,
     plot: Annotated[
         Path | None, typer.Option(metavar="FILE.png", help="Draw the timeline (plot extra).")
     ] = None,
@@ -155,12 +157,13 @@ def audit_command(
     if (sign_key is None) != (out is None) or (sign_key is not None and not (issuer and kid)):
         raise fail_usage("expected --sign KEY with --issuer I, --kid K and --out PREFIX")
     key = load_key(sign_key, password_file) if sign_key is not None else None
+    operator = operator_trust(trust)
     if launch is not None:
-        audit = audit_launch_dir(launch, now=when, window=(start, end))
+        audit = audit_launch_dir(launch, now=when, window=(start, end), operator=operator)
     else:
         assert db is not None
         assert launch_id is not None
-        audit = audit_store(db, launch_id, now=now, window=(start, end))
+        audit = audit_store(db, launch_id, now=now, window=(start, end), operator=operator)
     report = audit.report
     if key is not None and out is not None and issuer and kid:
         write_receipt(out, report, key, issuer=issuer, kid=kid, now=when)
@@ -178,7 +181,7 @@ def audit_command(
             typer.echo(f"receipt: wrote {show(out)}.report.json, {show(out)}.json, {show(out)}.jws")
         if plot is not None:
             typer.echo(f"plot: wrote {show(plot)}")
-    raise typer.Exit(EXIT_INVALID if audit.journal_mismatch else EXIT_OK)
+    raise typer.Exit(EXIT_INVALID if audit.journal_mismatch or audit.untrusted else EXIT_OK)
 
 
 audit_app = one_command(audit_command, "audit", epilog=AUDIT_EXAMPLES)

@@ -118,6 +118,19 @@ PasswordFile = Annotated[
 UNLOCK_HINT = " (from $ECPA_KEY_PASSWORD or --password-file FILE)"
 
 
+#: ``--trust`` of the commands that judge launches: the operator's trust store.
+OperatorStore = Annotated[
+    Path | None,
+    typer.Option(
+        "--trust",
+        metavar="FILE",
+        help="The operator's trust store: the manager keys that certify process keys "
+        "(default: $ECPA_TRUST_STORE, else ~/.config/ecpa/trust.json; docs/keys.md).",
+        show_default=False,
+    ),
+]
+
+
 def load_key(spec: str | Path, password_file: Path | None) -> Ed25519Signer:
     """The signing key ``spec`` names: a key file or a ``pkcs11:`` URI (:mod:`ecpa.hsm`)."""
     from ecpa.hsm import load_signer

@@ -18,6 +18,7 @@ from ecpa._text import json_line, safe
 from ecpa.cli._app import one_command
 from ecpa.cli._common import Invocation, fail_usage
 from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
+from ecpa.launcher.manager import load_manager_key
 from ecpa.launcher.plan import with_host_evidence
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
 from ecpa.runtime import Slot, plan_from_dict
@@ -109,6 +110,15 @@ def run_command(
             help="required: plugin reports alone never give true; overrides the plan's.",
         ),
     ] = None,
+    manager_key: Annotated[
+        str | None,
+        typer.Option(
+            metavar="KEY",
+            help="Key that certifies each process key: PEM file or pkcs11: URI (default: "
+            "$ECPA_MANAGER_KEY, else ~/.config/ecpa/manager-key.pem, made on first use).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -137,6 +147,7 @@ def run_command(
         chosen = with_host_evidence(chosen, host_evidence)
     # A process of its own: children from before exec are not the launch's.
     held = standalone and fresh_supervisor(say=_say)
+    manager = load_manager_key(manager_key)  # after the fork: a token's session is per process
     launch = prepare_launch(
         chosen, evidence_dir, now=int(time.time()), environ=os.environ, launch_id=launch_id
     )
@@ -146,6 +157,8 @@ def run_command(
         typer.echo(
             f"ecpa run: launch {launch.launch_id} in {safe(str(launch.directory))}", err=True
         )
+    for note in manager.notes():
+        _say(note)
 
     say = _say
 
@@ -162,6 +175,7 @@ def run_command(
         say=say,
         then_ignore=standalone,
         repeat_window_s=REPEAT_WINDOW_S if held else 0.0,
+        manager=manager,
     )
     name = shlex.quote(command[0])
     if result.error is not None:

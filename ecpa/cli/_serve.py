@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ecpa.cli._app import one_command
-from ecpa.cli._common import EXIT_OK, EvidenceDirs, fail_usage
+from ecpa.cli._common import EXIT_OK, EvidenceDirs, OperatorStore, fail_usage
 from ecpa.runtime import is_postgres_dsn
 
 __all__ = ["SERVE_EXAMPLES", "serve_app", "serve_command"]
@@ -71,6 +71,7 @@ def serve_command(
     limit: Annotated[
         int, typer.Option(metavar="N", help="Launches judged at most per source (1 to 1000).")
     ] = 100,
+    trust: OperatorStore = None,
 ) -> None:
     """Serve runtime_effective over HTTP: API, Prometheus metrics and a status page.
 
@@ -90,7 +91,7 @@ def serve_command(
             f"ecpa serve needs the serve extra (pip install 'ecpa[serve]'): {exc}"
         ) from None
     options = serve_options(
-        Sources(tuple(dirs), db, limit),
+        Sources(tuple(dirs), db, limit, trust=trust),
         listen=listen,
         token_file=token_file,
         interval=interval,

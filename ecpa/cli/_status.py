@@ -49,7 +49,9 @@ def status_command(
     trust: Annotated[
         Path | None,
         typer.Option(
-            help="Trust store file (with --evidence; with --db: instead of the shipped one)."
+            help="With --launch or --db: the operator's trust store, whose manager keys certify "
+            "process keys (default: $ECPA_TRUST_STORE, else ~/.config/ecpa/trust.json); "
+            "with --evidence: the log's own trust store."
         ),
     ] = None,
     binding: Annotated[
@@ -133,8 +135,8 @@ def status_command(
 
                 launch_doc = store_binding(db, launch_id)
         elif launch is not None:
-            if trust is not None or binding is not None:
-                raise fail_usage("expected no --trust or --binding with --launch (it holds both)")
+            if binding is not None:
+                raise fail_usage("expected no --binding with --launch (it holds it)")
             if not launch.is_dir():
                 raise fail_usage(f"expected a launch directory at {launch}, found none")
             status = runtime.status_from_launch_dir(
@@ -144,6 +146,7 @@ def status_command(
                 max_idle=max_idle,
                 max_abstain=max_abstain,
                 save_checkpoints=now is None,  # a time of its own: leave the checkpoints alone
+                operator=runtime.operator_trust(trust),
             )
             if as_json:  # the lifecycle's stages: for --json only
                 from ecpa.launcher.lifecycle import launch_dir_binding

@@ -10,6 +10,7 @@ someone renames it while the launch runs, and a directory put in its place is re
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +18,10 @@ from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.launcher._write import identity, json_bytes, open_directory, write_atomic
+from ecpa.launcher.manager import Certifier
 from ecpa.launcher.supervise import LaunchExit
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
-from ecpa.runtime import EXIT_SCHEMA, Plan, ProcessIdentity, update_trust_file
+from ecpa.runtime import EXIT_SCHEMA, ExpectedLaunch, Plan, ProcessIdentity, update_trust_file
 
 __all__ = ["Launch", "finish_launch", "moved_away", "open_launch_dir"]
 
@@ -60,6 +62,18 @@ class Launch:
             "started_at": self.started_at,
             "supervisor_pid": self.supervisor.pid,
         }
+
+    @property
+    def expected(self) -> ExpectedLaunch:
+        """What its evidence, and the manager's certificates, are bound to."""
+        return ExpectedLaunch(
+            plan_id=self.plan.plan_id,
+            launch_id=self.launch_id,
+            plugin_id=self.plan.plugin_id,
+            artifact_digest=self.plan.artifact_digest,
+            process_epoch=self.plan.process_epoch,
+            challenge=self.challenge,
+        )
 
     @property
     def launch_file(self) -> Path:
@@ -152,10 +166,16 @@ def _closing(ended_at: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
 
 
 def finish_launch(
-    launch: Launch, *, ended_at: int, result: LaunchExit, dir_fd: int | None = None
+    launch: Launch,
+    *,
+    ended_at: int,
+    result: LaunchExit,
+    dir_fd: int | None = None,
+    certifier: Certifier | None = None,
 ) -> None:
-    """Record the end of a launch: close every key's window at ``ended_at`` in
-    ``trust.json`` (under its lock, atomically), and write ``exit.json``: ``{"schema":
+    """Record the end of a launch: a ``closed`` certificate for each key ``certifier``
+    certified (its window ending at ``ended_at``), close every key's window at ``ended_at``
+    in ``trust.json`` (under its lock, atomically), and write ``exit.json``: ``{"schema":
     "ecpa-launch-exit/0.1", "ended_at", "exit_status", "signal", "error"}``. Each is
     attempted even when the other fails (a full disk, say). Both are written in the launch
     directory open as ``dir_fd`` (default: :func:`open_launch_dir`), wherever it is now.
@@ -169,11 +189,13 @@ def finish_launch(
     if dir_fd is None:
         fd = open_launch_dir(launch)
         try:
-            finish_launch(launch, ended_at=ended_at, result=result, dir_fd=fd)
+            finish_launch(launch, ended_at=ended_at, result=result, dir_fd=fd, certifier=certifier)
         finally:
             os.close(fd)
         return
     problems: list[str] = []
+    if certifier is not None:
+        problems += certifier.close_all(ended_at, now=max(ended_at, int(time.time())))
     try:
         update_trust_file(launch.trust_file, _closing(ended_at), dir_fd=dir_fd)
     except EcpaError as exc:

@@ -14,9 +14,12 @@ in :attr:`EnrollServer.pending` until its deadline. For each request it checks, 
    request again (a retry after a slow answer) gets the same answer;
 6. the key loads by every rule of PROFILE §5 (no small-order key).
 
-Then it adds the key to ``trust.json`` under the store's lock, with ``kid``
-``<role>.<ordinal>-<pid>-<start_ticks>``, subject ``host-runtime`` and a window from now to
-the launch's end, and answers with the kid. A refusal answers with the reason.
+Then the manager certifies the key (:class:`~ecpa.launcher.manager.Certifier`: a certificate
+in ``enrollments.jsonl``, synced), and adds it to ``trust.json`` under the store's lock, with
+``kid`` ``<role>.<ordinal>-<pid>-<start_ticks>``, subject ``host-runtime`` and a window from
+now to the launch's end, and answers with the kid: in that order, so that a reader never
+finds in ``trust.json`` a key of this launch without its certificate. A refusal answers with
+the reason.
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.launcher.manager import Certifier
+from ecpa.profile.keys import VerifyKey
 from ecpa.runtime import (
     LAUNCH_SUBJECT,
     MAX_MESSAGE,
     PROC,
+    Enrollment,
     Membership,
     ProcessIdentity,
     Request,
@@ -119,6 +125,8 @@ class EnrollServer:
     #: The launch directory, open: ``trust.json`` is written and the socket removed in it,
     #: wherever it is moved meanwhile (None: by their paths).
     dir_fd: int | None = None
+    #: Who certifies each key enrolled (None: nobody; then no reader trusts the keys).
+    certifier: Certifier | None = None
     enrolled: dict[ProcessIdentity, Enrolled] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
     pending: dict[int, _Pending] = field(default_factory=dict)
@@ -278,14 +286,19 @@ class EnrollServer:
             raise self._refuse(f"pid {peer.pid} already holds key {known.kid!r} (one per process)")
         kid = kid_for(request.slot, actual)
         now = int(self.clock())
+        try:  # step 6, before the key is certified
+            VerifyKey.from_b64(request.public_key_b64)
+        except EcpaError as exc:
+            raise self._refuse(exc.detail) from None
+        window = (max(0, now - self.skew_s), max(self.not_after, now))
         entry = {
             "issuer": self.issuer,
             "kid": kid,
             "public_key_b64": request.public_key_b64,
             "subjects": [LAUNCH_SUBJECT],
             "enabled": True,
-            "not_before": max(0, now - self.skew_s),
-            "not_after": max(self.not_after, now),
+            "not_before": window[0],
+            "not_after": window[1],
         }
 
         def add(doc: dict[str, Any]) -> dict[str, Any]:
@@ -296,7 +309,23 @@ class EnrollServer:
             doc["keys"].append(entry)
             return doc
 
-        try:  # step 6: the store checks the key by every rule before it is written
+        if self.certifier is not None:
+            enrollment = Enrollment(
+                0,
+                "enrolled",
+                self.issuer,
+                kid,
+                request.public_key_b64,
+                (LAUNCH_SUBJECT,),
+                request.slot,
+                actual,
+                *window,
+            )
+            try:
+                self.certifier.certify(enrollment, now=now)
+            except EcpaError as exc:
+                raise self._refuse(f"the key could not be certified: {exc.detail}") from None
+        try:  # the store checks the entry by every rule before it is written
             update_trust_file(self.trust_file, add, timeout=_LOCK_TIMEOUT_S, dir_fd=self.dir_fd)
         except EcpaError as exc:
             raise self._refuse(exc.detail) from None

@@ -38,6 +38,13 @@ from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.launcher._write import identity, json_bytes, open_directory, private_dir, write_atomic
 from ecpa.launcher.directory import Launch, _time, finish_launch, moved_away, open_launch_dir
 from ecpa.launcher.enroll import EnrollServer
+from ecpa.launcher.environment import (
+    BINDING_NAMES,
+    PRIVATE_NAMES,
+    check_environment,
+    host_evidence_env,
+)
+from ecpa.launcher.manager import Certifier, ManagerKey, load_manager_key
 from ecpa.launcher.plan import (
     BUNDLE_GROUP,
     BUNDLE_NAME,
@@ -50,12 +57,9 @@ from ecpa.launcher.plan import (
 from ecpa.launcher.supervise import FORWARDED, LaunchExit, Supervisor
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.runtime import (
-    BINDING_ENV_NAMES,
     BINDING_FIELDS,
     EXIT_SCHEMA,
-    HOST_ENV_PREFIX,
     LAUNCH_DIR_NAME,
-    SINK_TARGET,
     Membership,
     Plan,
     ProcessIdentity,
@@ -88,46 +92,9 @@ __all__ = [
     "supervise_launch",
 ]
 
-#: What the manager sets for the command (RUNTIME.md's 0.2 binding and the observer's
-#: cadence), and every name it refuses to find already set (the 0.1 names included).
-BINDING_NAMES = (*BINDING_ENV_NAMES, "ECPA_EMIT_INTERVAL_S")
 #: The key's window opens this long before the start, for clocks a little behind.
 CLOCK_SKEW_S = 5
 _PRIVATE_DIR = 0o700
-_PRIVATE_FILE = 0o600
-
-
-#: Variables of ecpa's own that the launched command never gets.
-PRIVATE_NAMES = frozenset({"ECPA_KEY_PASSWORD"})
-
-
-def check_environment(environ: Mapping[str, str]) -> None:
-    """Refuse a caller's environment that already holds a binding variable, or any of the
-    host's evidence variables (``VLLM_ECPA_*``): the binding is the manager's alone, never
-    passed through and never silently replaced.
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` naming the variables found.
-    """
-    found = [name for name in BINDING_NAMES if name in environ]
-    found += sorted(name for name in environ if name.startswith(HOST_ENV_PREFIX))
-    if found:
-        raise invalid_input(
-            "expected no launch binding in the caller's environment (ecpa run sets it), "
-            f"found {found}"
-        )
-
-
-def host_evidence_env(plan_id: str, launch_id: str) -> dict[str, str]:
-    """What the vLLM-HUST host reads to deliver its evidence to ecpa (docs/host-evidence.md):
-    ecpa's sink, strict mode (a sink that cannot record makes the host stop delivering,
-    never deliver elsewhere), and the plan and launch its events are bound to."""
-    return {
-        f"{HOST_ENV_PREFIX}EVIDENCE_SINK": SINK_TARGET,
-        f"{HOST_ENV_PREFIX}EVIDENCE_STRICT": "1",
-        f"{HOST_ENV_PREFIX}PLAN_ID": plan_id,
-        f"{HOST_ENV_PREFIX}LAUNCH_ID": launch_id,
-    }
 
 
 def _io_error(what: str, path: Path, exc: OSError) -> EcpaError:
@@ -306,6 +273,7 @@ def run_launch(
     clock: Callable[[], float] = time.time,
     supervisor: Supervisor | None = None,
     dir_fd: int | None = None,
+    certifier: Certifier | None = None,
 ) -> LaunchExit:
     """Serve the launch's enrollment socket and run ``command`` (a program and its
     arguments, looked up on the environment's ``PATH``) with the launch's environment under
@@ -314,8 +282,10 @@ def run_launch(
     Signals are recorded only while ``supervisor.handlers()`` is active (see
     :func:`supervise_launch`). Enrollment writes ``trust.json`` in the launch directory
     open as ``dir_fd`` (default: :func:`~ecpa.launcher.directory.open_launch_dir`, closed
-    on return), wherever it is moved meanwhile. A command that cannot be started is not an
-    error: its :class:`LaunchExit` has status 127 (not found) or 126 (not executable).
+    on return), wherever it is moved meanwhile; ``certifier`` certifies each key enrolled
+    (default: one with :func:`~ecpa.launcher.manager.load_manager_key`'s key). A command
+    that cannot be started is not an error: its :class:`LaunchExit` has status 127 (not
+    found) or 126 (not executable).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for an empty command, a negative ``grace``, a
@@ -329,10 +299,19 @@ def run_launch(
         fd = open_launch_dir(launch)
         try:
             return run_launch(
-                launch, command, grace=grace, say=say, clock=clock, supervisor=supervisor, dir_fd=fd
+                launch,
+                command,
+                grace=grace,
+                say=say,
+                clock=clock,
+                supervisor=supervisor,
+                dir_fd=fd,
+                certifier=certifier,
             )
         finally:
             os.close(fd)
+    if certifier is None:
+        certifier = Certifier(load_manager_key(), launch.expected, launch.directory, dir_fd)
     server = EnrollServer(
         path=launch.enroll_socket,
         trust_file=launch.trust_file,
@@ -342,6 +321,7 @@ def run_launch(
         clock=clock,
         skew_s=CLOCK_SKEW_S,
         dir_fd=dir_fd,
+        certifier=certifier,
     )
     server.listen()
     boss = supervisor if supervisor is not None else Supervisor(grace=grace, say=say)
@@ -362,6 +342,7 @@ def supervise_launch(
     clock: Callable[[], float] = time.time,
     then_ignore: bool = False,
     repeat_window_s: float = 0.0,
+    manager: ManagerKey | None = None,
 ) -> tuple[LaunchExit, list[str]]:
     """:func:`run_launch` then :func:`finish_launch`, with SIGINT, SIGTERM, SIGHUP and
     SIGQUIT handled from before the command starts until ``exit.json`` is written: a signal
@@ -371,20 +352,33 @@ def supervise_launch(
     With ``then_ignore`` those signals stay ignored afterwards (``ecpa run``, which only
     reports and exits then, so a late signal cannot replace the command's exit status).
     ``repeat_window_s``: see :attr:`~ecpa.launcher.supervise.Supervisor.repeat_window_s`.
+    ``manager``: the key that certifies each process key (default:
+    :func:`~ecpa.launcher.manager.load_manager_key`'s).
 
     Raises:
-        EcpaError: as :func:`run_launch`.
+        EcpaError: as :func:`run_launch`; as :func:`~ecpa.launcher.manager.load_manager_key`.
     """
     boss = Supervisor(grace=grace, say=say, repeat_window_s=repeat_window_s)
+    key = load_manager_key() if manager is None else manager
     fd = open_launch_dir(launch)  # one directory, from start to end, whatever its name
+    certifier = Certifier(key, launch.expected, launch.directory, fd)
     try:
         with boss.handlers(then_ignore=then_ignore):
             result = run_launch(
-                launch, command, grace=grace, say=say, clock=clock, supervisor=boss, dir_fd=fd
+                launch,
+                command,
+                grace=grace,
+                say=say,
+                clock=clock,
+                supervisor=boss,
+                dir_fd=fd,
+                certifier=certifier,
             )
             problems: list[str] = []
             try:
-                finish_launch(launch, ended_at=int(clock()), result=result, dir_fd=fd)
+                finish_launch(
+                    launch, ended_at=int(clock()), result=result, dir_fd=fd, certifier=certifier
+                )
             except EcpaError as exc:
                 problems.append(exc.detail)
                 say(f"{exc.code.value}: {exc.detail}")

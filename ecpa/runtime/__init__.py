@@ -66,6 +66,12 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.enroll import nonce_for as nonce_for
     from ecpa.runtime.model.enroll import parse_request as parse_request
     from ecpa.runtime.model.enroll import reply_bytes as reply_bytes
+    from ecpa.runtime.model.enrollment import CERTIFY_SUBJECT as CERTIFY_SUBJECT
+    from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE as ENROLLMENTS_FILE
+    from ecpa.runtime.model.enrollment import MANAGER_ISSUER as MANAGER_ISSUER
+    from ecpa.runtime.model.enrollment import Enrollment as Enrollment
+    from ecpa.runtime.model.enrollment import certificate_line as certificate_line
+    from ecpa.runtime.model.enrollment import manager_kid as manager_kid
     from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH as MAX_RECORD_LENGTH
     from ecpa.runtime.model.evidence import Evidence as Evidence
     from ecpa.runtime.model.evidence import evidence_digest as evidence_digest
@@ -97,6 +103,7 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.launch import EXIT_SCHEMA as EXIT_SCHEMA
     from ecpa.runtime.model.launch import LAUNCH_SUBJECT as LAUNCH_SUBJECT
     from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES as MAX_LAUNCH_FILE_BYTES
+    from ecpa.runtime.model.launch import ExpectedLaunch as ExpectedLaunch
     from ecpa.runtime.model.launch import Slot as Slot
     from ecpa.runtime.model.launch import check_launch_id as check_launch_id
     from ecpa.runtime.model.launch import expected_from_dict as expected_from_dict
@@ -120,6 +127,12 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.process import prctl as prctl
     from ecpa.runtime.model.process import proc_table as proc_table
     from ecpa.runtime.model.process import read_identity as read_identity
+    from ecpa.runtime.stores.operator import MANAGER_KEY_ENV as MANAGER_KEY_ENV
+    from ecpa.runtime.stores.operator import TRUST_ENV as TRUST_ENV
+    from ecpa.runtime.stores.operator import OperatorTrust as OperatorTrust
+    from ecpa.runtime.stores.operator import default_manager_key as default_manager_key
+    from ecpa.runtime.stores.operator import default_trust_store as default_trust_store
+    from ecpa.runtime.stores.operator import operator_trust as operator_trust
     from ecpa.runtime.stores.pgconn import describe_dsn as describe_dsn
     from ecpa.runtime.stores.pgconn import scrub_dsn as scrub_dsn
     from ecpa.runtime.stores.postgres import is_postgres_dsn as is_postgres_dsn
@@ -244,6 +257,19 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "check_journal": ("ecpa.runtime.model.host_journal", "check_journal"),
     "chain_step": ("ecpa.runtime.model.host_journal", "chain_step"),
     "HostCounts": ("ecpa.runtime.model.counters", "HostCounts"),
+    "CERTIFY_SUBJECT": ("ecpa.runtime.model.enrollment", "CERTIFY_SUBJECT"),
+    "ENROLLMENTS_FILE": ("ecpa.runtime.model.enrollment", "ENROLLMENTS_FILE"),
+    "MANAGER_ISSUER": ("ecpa.runtime.model.enrollment", "MANAGER_ISSUER"),
+    "Enrollment": ("ecpa.runtime.model.enrollment", "Enrollment"),
+    "certificate_line": ("ecpa.runtime.model.enrollment", "certificate_line"),
+    "manager_kid": ("ecpa.runtime.model.enrollment", "manager_kid"),
+    "MANAGER_KEY_ENV": ("ecpa.runtime.stores.operator", "MANAGER_KEY_ENV"),
+    "TRUST_ENV": ("ecpa.runtime.stores.operator", "TRUST_ENV"),
+    "OperatorTrust": ("ecpa.runtime.stores.operator", "OperatorTrust"),
+    "default_manager_key": ("ecpa.runtime.stores.operator", "default_manager_key"),
+    "default_trust_store": ("ecpa.runtime.stores.operator", "default_trust_store"),
+    "operator_trust": ("ecpa.runtime.stores.operator", "operator_trust"),
+    "ExpectedLaunch": ("ecpa.runtime.model.launch", "ExpectedLaunch"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -64,6 +64,8 @@ class Sources:
     #: Where the directories' processes are looked up, and this host's name (None: its own).
     proc_root: Path = PROC
     host: str | None = None
+    #: The operator's trust store (None: ``$ECPA_TRUST_STORE`` or the default file).
+    trust: Path | None = None
 
     def names(self) -> list[str]:
         """Each source as it may be shown (a DSN by host, port and database only)."""
@@ -223,6 +225,7 @@ class Board:
                     limit=src.limit,
                     proc_root=src.proc_root,
                     host=src.host,
+                    trust=src.trust,
                 )
             except EcpaError as exc:
                 results.append((name, f"{exc.code.value}: {exc.detail}"))

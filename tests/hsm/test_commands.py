@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import ecpa
-from bench.launchdir import write_launch
+from bench.launchdir import manager_entry, write_launch
 from ecpa.runtime import EXIT_SCHEMA, RECEIPT_SUBJECT
 from tests._cli_helpers import OK_LINE, ecpa_main, verify, write_json, write_trust
 from tests.hsm.conftest import IMPORTED, LABEL, PIN, WRONG_PIN, Token
@@ -113,7 +113,9 @@ def test_ecpa_audit_sign_with_a_token_key_writes_a_receipt_that_verifies(
         subjects=[RECEIPT_SUBJECT],
         public_key_b64=token.public["manager"].to_b64(),
     )
-    trust = write_json(here / "mgr-trust.json", trust_doc(entry))
+    # The operator's trust store: the receipt's signer, and the manager that certified the
+    # launch's keys (the report is derived again with it).
+    trust = write_json(here / "mgr-trust.json", trust_doc(entry, manager_entry()))
     assert ecpa_main("verify", "r.jws", "--trust", trust).status == 0
     check = ["--check", "r.report.json", "--receipt", "r.jws", "--trust", trust]
     run = ecpa_main("audit", *check, "--launch", written.directory)

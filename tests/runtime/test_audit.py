@@ -167,7 +167,7 @@ def test_the_audit_command_text_json_and_plot(tmp_path: Path) -> None:
     assert "slot scheduler.1: effective 30 s" in out.out
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     out = ecpa_main("audit", "--launch", written.directory, "--json")
-    assert json.loads(out.out)["schema"] == "ecpa-audit-report/0.1"
+    assert json.loads(out.out)["schema"] == "ecpa-audit-report/0.2"
 
 
 @pytest.mark.parametrize(

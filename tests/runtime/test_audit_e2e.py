@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ecpa.runtime import default_trust_store
 from tests._launch_helpers import PLAN, Launches, ecpa_cmd, launches, status, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -118,8 +120,10 @@ def test_audit_of_a_launch_whose_rank_1_was_killed(tmp_path: Path, launches: Lau
     now_out = ecpa_cmd("verify", log0, "--trust", directory / "trust.json")
     assert now_out.returncode == 1  # the key windows closed when the launch ended
 
-    # A signed receipt.
+    # A signed receipt, its key added to (a copy of) the operator's trust store, which
+    # --check reads for the receipt and for the launch's keys when it derives the report again.
     trust = tmp_path / "trust-mgr.json"
+    shutil.copyfile(default_trust_store(), trust)
     keygen = ecpa_cmd(
         "keygen",
         "--issuer",

@@ -24,6 +24,7 @@ from ecpa.runtime.host.ship import BATCH_LINES, ShipReport, ship_launch
 from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE
 from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive, read_identity
 from ecpa.runtime.stores.postgres import nonce_key
 from ecpa.runtime.stores.remote import REMOTE_NOTE, status_from_store
@@ -52,9 +53,10 @@ def line_of(w: Written, slot: int, index: int) -> bytes:
 
 
 def file_lines(w: Written) -> set[tuple[str, int, bytes]]:
-    """(log, offset, line) of every non-blank complete line of every log."""
+    """(log, offset, line) of every non-blank complete line of every log, and of the
+    manager's certificates (``enrollments.jsonl``, shipped as a log of that name)."""
     found = set()
-    for log in logs_of(w):
+    for log in [*logs_of(w), w.directory / ENROLLMENTS_FILE]:
         data = log.read_bytes()
         offset = 0
         for raw in data.splitlines(keepends=True):
@@ -129,7 +131,7 @@ def written(tmp_path: Path) -> Written:
 def test_every_complete_line_is_stored_once_byte_for_byte(pg_dsn: str, written: Written) -> None:
     report = ship(pg_dsn, written)
     lines = file_lines(written)
-    assert report.stored == len(lines) == 3 * 40 + 2
+    assert report.stored == len(lines) == 3 * 40 + 2 + 3  # and a certificate per process
     stored = stored_lines(pg_dsn, written.directory.name)
     assert len(stored) == len(set(stored))
     assert set(stored) == lines
@@ -280,7 +282,7 @@ def test_cli_ship_once_then_status_db_json(pg_dsn: str, tmp_path: Path) -> None:
     written = live_launch(tmp_path, slots=3, records=40)
     out = ecpa("ship", "--launch", written.directory, "--db", pg_dsn, "--once")
     assert out.returncode == 0, out.stderr
-    assert f"{3 * 40} line(s) stored" in out.stdout
+    assert f"{3 * 40 + 3} line(s) stored" in out.stdout  # records and certificates
     st = ecpa("status", "--db", pg_dsn, "--launch-id", written.directory.name, "--json")
     assert st.returncode == 0, st.stdout + st.stderr
     doc = json.loads(st.stdout)
@@ -501,7 +503,7 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
         assert final["runtime_effective"] is False
         assert codes(final["reasons"])[0] == "launch_ended"
         files = set()
-        for log in launches.logs(directory):
+        for log in [*launches.logs(directory), directory / ENROLLMENTS_FILE]:
             files |= {line for line in log.read_bytes().split(b"\n") if line.strip()}
         assert {line for _, _, line in stored_lines(pg_dsn, launch_id)} == files
     finally:
@@ -883,7 +885,7 @@ def test_libpq_password_file_and_variables_keep_the_password_off_the_command_lin
     passfile.chmod(0o600)
     stored = ship({**base, "PGPASSFILE": str(passfile)})
     assert stored.returncode == 0, stored.stderr
-    assert "5 line(s) stored" in stored.stdout
+    assert "6 line(s) stored" in stored.stdout  # 5 records, 1 certificate
     (home / ".pgpass").write_text(passfile.read_text())
     (home / ".pgpass").chmod(0o600)
     again = ship(base)  # ~/.pgpass, by libpq's own default

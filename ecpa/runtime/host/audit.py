@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -23,6 +23,8 @@ from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import open_process_logs
 from ecpa.runtime.host.status import read_launch_dir
 from ecpa.runtime.judge.audit import LaunchLife, audit_report
+from ecpa.runtime.judge.certified import launch_keys
+from ecpa.runtime.judge.reasons import Reason
 from ecpa.runtime.judge.records import check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.timeline import ProcessRecords
@@ -44,6 +46,8 @@ from ecpa.runtime.model.launch import (
     time_member,
 )
 from ecpa.runtime.model.process import PROC, check_alive
+from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
+from ecpa.runtime.stores.remote import stored_certificates
 from ecpa.runtime.stores.store import EvidenceStore
 
 __all__ = ["Audit", "audit_launch_dir", "audit_store", "issued_at_of", "records_of"]
@@ -61,6 +65,11 @@ class Audit:
         """Whether a host journal disagrees with its process's signed accounts."""
         journals = self.report.get("host_journals") or {}
         return bool(journals.get("mismatches"))
+
+    @property
+    def untrusted(self) -> bool:
+        """Whether a key of the launch is backed by no certificate the operator trusts."""
+        return not self.report["keys"]["certified"]
 
 
 def bounded_lines(stream: BinaryIO, limit: int = MAX_HOST_LINE) -> Iterator[bytes]:
@@ -211,20 +220,24 @@ def audit_launch_dir(
     now: int,
     window: tuple[int | None, int | None] = (None, None),
     proc_root: Path = PROC,
+    operator: OperatorTrust | None = None,
 ) -> Audit:
     """The audit of the launch directory ``directory`` (``now`` matters only for a
-    launch that has not ended: its life is judged up to ``now``).
+    launch that has not ended: its life is judged up to ``now``), its keys trusted as
+    ``ecpa status`` trusts them (``operator``: the operator's trust store, default
+    :func:`~ecpa.runtime.stores.operator.operator_trust`'s).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for a directory ``ecpa status`` would refuse, a
             ``launch.json`` without ``started_at``, or a 0.1 launch (no slots to audit);
             ``ATTESTATION_TRUST_STORE_CONFIG`` for an unusable ``trust.json``.
     """
+    found = operator_trust() if operator is None else operator
     files = read_launch_dir(directory)
     expected = files.expected
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
-    store = files.trust_store()
+    store, keys = files.trusted(found)
     logs = open_process_logs(directory / "evidence" / expected.launch_id)
     read: list[tuple[str, list[LogLine]]] = []
     try:
@@ -249,6 +262,7 @@ def audit_launch_dir(
             and expected.supervisor is not None
             and not check_alive(expected.supervisor, proc_root=proc_root).alive,
             journals=lambda processes: journal_checks(logs_fd, processes, expected),
+            keys=keys,
         )
     finally:
         if logs_fd is not None:
@@ -268,6 +282,7 @@ def _from_parts(
     where: str,
     supervisor_gone: bool = False,
     journals: Callable[[list[ProcessRecords]], dict[str, JournalCheck | str]] | None = None,
+    keys: Sequence[Reason] = (),
 ) -> Audit:
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
@@ -298,6 +313,7 @@ def _from_parts(
         refused=refused,
         plan=plan,
         journals=None if journals is None else journals(processes),
+        keys=keys,
     )
     return Audit(report, tuple(processes))
 
@@ -308,10 +324,12 @@ def audit_store(
     *,
     now: int | None = None,
     window: tuple[int | None, int | None] = (None, None),
+    operator: OperatorTrust | None = None,
 ) -> Audit:
     """The audit of launch ``launch_id`` in the evidence store at ``dsn`` (``now`` None:
     the database server's clock, which matters only for a launch that has not ended). The
-    same report as :func:`audit_launch_dir` of the directory the store was filled from.
+    same report as :func:`audit_launch_dir` of the directory the store was filled from
+    (``operator`` as there).
 
     Raises:
         EcpaError: ``ECPA_EVIDENCE_STORE`` for a store that cannot be used;
@@ -327,8 +345,16 @@ def audit_store(
                 ErrorCode.TRUST_STORE_CONFIG, f"expected a trust store shipped with {where}"
             )
         expected = launch_from_bytes(row.launch_doc, where)
-        trust = TrustStore.from_dict(parse_object(row.trust_doc, what=f"trust store of {where}"))
+        claimed = TrustStore.from_dict(parse_object(row.trust_doc, what=f"trust store of {where}"))
         when = db.server_now() if now is None else now
+        found = operator_trust() if operator is None else operator
+        trust, keys = launch_keys(
+            claimed,
+            expected,
+            certificates=stored_certificates(db, launch_id),
+            operator=found.store,
+            operator_where=found.where,
+        )
         logs = []
         for name in sorted(db.sources(launch_id)):
             if not LOG_NAME.fullmatch(name):
@@ -354,4 +380,5 @@ def audit_store(
         where=where,
         supervisor_gone=row.supervisor_alive is False,
         journals=journals,
+        keys=keys,
     )

@@ -25,6 +25,7 @@ from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, time_member
 from ecpa.runtime.model.process import PROC
+from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
 from ecpa.runtime.stores.remote import status_from_store
 from ecpa.runtime.stores.store import EvidenceStore
 
@@ -180,6 +181,7 @@ def _from_dir(
     max_entries: int,
     proc_root: Path,
     host: str | None,
+    operator: OperatorTrust,
 ) -> tuple[list[Judged], list[Skipped], list[str]]:
     names, skipped, notes = _names(directory, max_entries)
     if len(names) > limit:
@@ -195,6 +197,7 @@ def _from_dir(
                 proc_root=proc_root,
                 host=host,
                 save_checkpoints=now is None,  # a time of the caller's: leave them alone
+                operator=operator,
             )
             doc = read_bounded(
                 launch / "launch.json", MAX_LAUNCH_FILE_BYTES, ErrorCode.INVALID_INPUT
@@ -207,7 +210,7 @@ def _from_dir(
 
 
 def _from_store(
-    dsn: str, *, now: int | None, limit: int
+    dsn: str, *, now: int | None, limit: int, operator: OperatorTrust
 ) -> tuple[list[Judged], list[Skipped], list[str]]:
     with EvidenceStore(dsn, create=False) as store:
         where = store.where
@@ -218,7 +221,9 @@ def _from_store(
         for launch_id in ids[:limit]:
             started = time.perf_counter()
             try:
-                status = status_from_store(dsn, launch_id, now=now, save_checkpoints=now is None)
+                status = status_from_store(
+                    dsn, launch_id, now=now, save_checkpoints=now is None, operator=operator
+                )
                 row = store.launch(launch_id)
             except EcpaError as exc:
                 skipped.append(Skipped(where, launch_id, f"{exc.code.value}: {exc.detail}"))
@@ -238,10 +243,12 @@ def judge_launches(
     max_entries: int = MAX_ENTRIES,
     proc_root: Path = PROC,
     host: str | None = None,
+    trust: Path | None = None,
 ) -> JudgedList:
     """The launches in each of ``evidence_dirs`` and in the evidence store at ``dsn``, each
     with its whole derivation, and what was skipped and why; ``proc_root`` is where the
-    directories' processes are looked up, ``host`` the name of this host (None: its own).
+    directories' processes are looked up, ``host`` the name of this host (None: its own),
+    ``trust`` the operator's trust store (None: :func:`operator_trust`'s), read once.
 
     With ``now`` None, each launch is judged when its turn comes: a directory's at
     ``clock()`` read then, the store's by the database server's clock, and the history
@@ -252,8 +259,10 @@ def judge_launches(
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for an evidence directory that cannot be listed;
-            ``ECPA_EVIDENCE_STORE`` for a store that cannot be used.
+            ``ECPA_EVIDENCE_STORE`` for a store that cannot be used;
+            ``ATTESTATION_TRUST_STORE_CONFIG`` for an operator's trust store named but unusable.
     """
+    operator = operator_trust(trust)
     judged: list[Judged] = []
     skipped: list[Skipped] = []
     notes: list[str] = []
@@ -266,12 +275,13 @@ def judge_launches(
             max_entries=max_entries,
             proc_root=proc_root,
             host=host,
+            operator=operator,
         )
         judged += found
         skipped += passed
         notes += capped
     if dsn is not None:
-        found, passed, capped = _from_store(dsn, now=now, limit=limit)
+        found, passed, capped = _from_store(dsn, now=now, limit=limit, operator=operator)
         judged += found
         skipped += passed
         notes += capped
@@ -285,8 +295,9 @@ def list_launches(
     now: int | None = None,
     limit: int = MAX_LAUNCHES,
     max_entries: int = MAX_ENTRIES,
+    trust: Path | None = None,
 ) -> LaunchList:
     """The summaries of :func:`judge_launches` (same arguments, same errors)."""
     return judge_launches(
-        evidence_dirs, dsn, now=now, limit=limit, max_entries=max_entries
+        evidence_dirs, dsn, now=now, limit=limit, max_entries=max_entries, trust=trust
     ).summaries()

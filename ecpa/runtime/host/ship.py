@@ -4,7 +4,8 @@ restart where the last commit stopped.
 
 A pass reads the launch directory as ``ecpa status`` does (private directories, no symlink,
 regular files only, each log opened relative to its directory), stores ``launch.json``,
-``trust.json`` and ``exit.json``, then each process log from its shipped position to its
+``trust.json`` and ``exit.json``, the manager's certificates (``enrollments.jsonl``, as a
+log of that name), then each process log from its shipped position to its
 last complete line, in transactions of at most :data:`BATCH_LINES` lines that also move the
 position. A line still being written (no newline yet) waits for the next pass. A log
 replaced by another file (another inode), shorter than what was shipped, or rewritten in
@@ -26,11 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ecpa._files import check_private_dir, read_bounded
+from ecpa._files import check_private_dir, open_regular, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES
 from ecpa.runtime.host.logs import open_process_logs
 from ecpa.runtime.judge.reasons import ReasonCode
+from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE
 from ecpa.runtime.model.host_journal import JOURNAL_DIR, JOURNAL_SOURCE
 from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, launch_from_bytes
 from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive
@@ -191,6 +193,9 @@ def _pass(
     # processes wrote is on disk when they are shipped below.
     seen = liveness(boss)
     trust_doc = _read_optional(directory / "trust.json", MAX_TRUST_STORE_BYTES)
+    # The certificates after trust.json was read: ecpa run certifies a key before it lists
+    # it, so every key of the trust.json stored has its certificate stored first.
+    _ship_certificates(directory, expected.launch_id, store, report, stop)
     if sent != (trust_doc, exit_doc):
         store.put_launch(expected.launch_id, boss.host, launch_doc, trust_doc, exit_doc)
     evidence = directory / "evidence"
@@ -218,6 +223,21 @@ def _pass(
         report.supervisor_gone = True
         return (trust_doc, exit_doc), True
     return (trust_doc, exit_doc), False
+
+
+def _ship_certificates(
+    directory: Path,
+    launch_id: str,
+    store: EvidenceStore,
+    report: ShipReport,
+    stop: Callable[[], bool],
+) -> None:
+    """Ship ``enrollments.jsonl`` (when there is one) as the source of that name."""
+    path = directory / ENROLLMENTS_FILE
+    if not os.path.lexists(path):
+        return
+    with open_regular(path, ErrorCode.INVALID_INPUT) as stream:
+        _ship_log(stream.fileno(), ENROLLMENTS_FILE, launch_id, store, report, stop, None)
 
 
 def _ship_logs(

@@ -30,11 +30,13 @@ from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import judge_logs, open_process_logs
 from ecpa.runtime.judge import history
+from ecpa.runtime.judge.certified import launch_keys
 from ecpa.runtime.judge.derive import derive, verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.enroll import log_name
+from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE, MAX_ENROLLMENTS_BYTES
 from ecpa.runtime.model.evidence import read_log
 from ecpa.runtime.model.launch import (
     MAX_LAUNCH_FILE_BYTES,
@@ -44,6 +46,7 @@ from ecpa.runtime.model.launch import (
     time_member,
 )
 from ecpa.runtime.model.process import PROC, Liveness, ProcessIdentity, check_alive
+from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
 
 __all__ = [
@@ -92,9 +95,11 @@ class LaunchDir:
     ended_at: int | None = None
     #: ``launch.json``'s bytes, as read.
     launch_doc: bytes = b""
+    #: ``enrollments.jsonl``'s bytes (None: no such file), or why they could not be read.
+    certificates: bytes | EcpaError | None = None
 
     def trust_store(self) -> TrustStore:
-        """The launch's trust store.
+        """``trust.json`` as it is, backed by nothing: what the launch directory claims.
 
         Raises:
             EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable or invalid store.
@@ -107,6 +112,23 @@ class LaunchDir:
         except EcpaError as exc:
             raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, exc.detail) from None
         return TrustStore.from_dict(doc)
+
+    def trusted(self, operator: OperatorTrust) -> tuple[TrustStore, list[Reason]]:
+        """The keys of ``trust.json`` that the manager's certificates, checked against the
+        ``operator``'s trust store, back (:func:`~ecpa.runtime.judge.certified.launch_keys`),
+        and the reasons that say so or why not.
+
+        Raises:
+            EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for an unreadable or invalid
+                ``trust.json``.
+        """
+        return launch_keys(
+            self.trust_store(),
+            self.expected,
+            certificates=self.certificates,
+            operator=operator.store,
+            operator_where=operator.where,
+        )
 
 
 def read_launch_dir(directory: Path) -> LaunchDir:
@@ -138,6 +160,14 @@ def read_launch_dir(directory: Path) -> LaunchDir:
         )
     except EcpaError as exc:
         trust = exc
+    certificates: bytes | EcpaError | None = None
+    if os.path.lexists(directory / ENROLLMENTS_FILE):
+        try:
+            certificates = read_bounded(
+                directory / ENROLLMENTS_FILE, MAX_ENROLLMENTS_BYTES, ErrorCode.INVALID_INPUT
+            )
+        except EcpaError as exc:
+            certificates = exc
     expected = launch_from_bytes(launch, f"launch {launch_file}")
     ended_at = None
     if isinstance(ended_bytes, bytes):
@@ -145,7 +175,7 @@ def read_launch_dir(directory: Path) -> LaunchDir:
         ended_at = time_member(ended_bytes, "ended_at", exit_file.name)
     else:
         ended = ended_bytes
-    return LaunchDir(directory, expected, ended, trust, ended_at, launch)
+    return LaunchDir(directory, expected, ended, trust, ended_at, launch, certificates)
 
 
 def status_from_files(
@@ -214,11 +244,16 @@ def status_from_launch_dir(
     history_budget_s: float | None = HISTORY_BUDGET_S,
     max_abstain: int | None = None,
     save_checkpoints: bool = True,
+    operator: OperatorTrust | None = None,
 ) -> RuntimeStatus:
     """The status of a launch directory written by ``ecpa run``; ``max_abstain`` (seconds)
-    replaces the launch's ``max_abstain_s``. With ``save_checkpoints`` False (a ``now`` that
-    is not the clock) the history checkpoints are read but not replaced: history judged as of
-    a past time (records then not yet valid) must not stand in for the present.
+    replaces the launch's ``max_abstain_s``. Its keys are trusted only as far as the
+    manager's certificates, checked against the ``operator``'s trust store (default:
+    :func:`~ecpa.runtime.stores.operator.operator_trust`), back them (docs/keys.md): a key
+    nothing backs, or no operator store, makes the status false and says why. With
+    ``save_checkpoints`` False (a ``now`` that is not the clock) the history checkpoints are
+    read but not replaced: history judged as of a past time (records then not yet valid)
+    must not stand in for the present.
 
     0.2 (``launch.json`` with slots and the supervisor): ``trust.json`` and one log per
     process in ``evidence/<launch_id>/``, each slot decided by :func:`derive_launch`, with
@@ -230,8 +265,10 @@ def status_from_launch_dir(
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for a launch or evidence directory of another user
             or writable by group or others, a ``launch.json`` that is not one, or an
-            unreadable log; as :func:`status_from_files`.
+            unreadable log; ``ATTESTATION_TRUST_STORE_CONFIG`` for an operator's trust
+            store named but unusable; as :func:`status_from_files`.
     """
+    found = operator_trust() if operator is None else operator
     files = read_launch_dir(directory)
     expected, ended = files.expected, files.ended
     asked = now
@@ -241,8 +278,9 @@ def status_from_launch_dir(
         now, save_checkpoints = files.ended_at, False
     if max_abstain is not None:
         expected = replace(expected, max_abstain_s=max_abstain, judges_abstention=True)
+    keys: list[Reason] = []
     try:
-        store = files.trust_store()
+        store, keys = files.trusted(found)
         if expected.version == "0.1":
             log = files.directory / "evidence" / log_name(expected.launch_id)
             status = _derive_file(
@@ -276,7 +314,7 @@ def status_from_launch_dir(
         unreadable = Reason(ReasonCode.EVIDENCE_UNREADABLE, f"evidence unreadable: {exc.detail}")
         return RuntimeStatus(
             False,
-            (Reason(ReasonCode.LAUNCH_ENDED, ended), unreadable),
+            (Reason(ReasonCode.LAUNCH_ENDED, ended), unreadable, *keys),
             None,
             None,
             0,
@@ -286,6 +324,12 @@ def status_from_launch_dir(
             (),
             now,
         )
+    failing = tuple(r for r in keys if r.fails)  # first: they decide; a pass comes last
+    status = replace(
+        status,
+        effective=status.effective and not failing,
+        reasons=(*failing, *status.reasons, *(r for r in keys if not r.fails)),
+    )
     if ended is None:
         return status
     text = ended

@@ -17,14 +17,14 @@ from typing import Any
 from ecpa._text import iso_utc, safe
 from ecpa.profile.jcs import canonicalize
 from ecpa.runtime.judge.host import SOURCE_HOST, source
-from ecpa.runtime.judge.reasons import ReasonCode
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.timeline import Moment, ProcessRecords, Span, intervals, timeline
 from ecpa.runtime.model.host_journal import JournalCheck
 from ecpa.runtime.model.launch import ExpectedLaunch
 
 __all__ = ["AUDIT_SCHEMA", "LaunchLife", "audit_report", "report_bytes", "report_lines"]
 
-AUDIT_SCHEMA = "ecpa-audit-report/0.1"
+AUDIT_SCHEMA = "ecpa-audit-report/0.2"
 _COUNTS = ("calls", "selections", "abstentions", "failures", "changed")
 #: The host's counts of dispatches (docs/host-evidence.md), by outcome.
 _HOST_COUNTS = ("selected", "abstained", "invalid", "exception")
@@ -215,10 +215,13 @@ def audit_report(
     refused: dict[str, int] | None = None,
     plan: dict[str, str] | None = None,
     journals: dict[str, JournalCheck | str] | None = None,
+    keys: Sequence[Reason] = (),
 ) -> dict[str, Any]:
     """The report (see the module's text and docs/audit.md) of the launch over ``window``
     (default: its whole life; an unended launch's life ends at ``now``); ``journals``: the
-    check of each process's host journal (None: not checked, as from a store)."""
+    check of each process's host journal (None: not checked, as from a store); ``keys``:
+    the reasons of :func:`~ecpa.runtime.judge.certified.launch_keys` (one failing: never
+    exercised)."""
     end_of_life = life.ended_at if life.ended_at is not None else max(now, life.started_at)
     supervised_until = life.ended_at
     if life.ended_at is None and life.unrecorded_end:
@@ -295,6 +298,9 @@ def audit_report(
     if host is not None and host["mismatches"]:
         exercised = False
         why = f"a host journal disagrees with its signed accounts: {host['mismatches'][0]['text']}"
+    untrusted = [r for r in keys if r.fails]
+    if untrusted:
+        exercised, why = False, f"a key of the launch is not backed: {untrusted[0].text}"
     report: dict[str, Any] = {
         "schema": AUDIT_SCHEMA,
         "launch_id": expected.launch_id,
@@ -317,6 +323,7 @@ def audit_report(
         "source": source(expected),
         "host": witnessed,
         "host_journals": host,
+        "keys": {"certified": not untrusted, "reasons": [r.to_dict() for r in keys]},
         "records": {
             "accepted": sum(len(p.accepted) for p in processes),
             "refused": dict(sorted((refused or {}).items())),
@@ -369,6 +376,9 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         f"source: {report['source']}; host witnessed: selected {host['selected']:,}, abstained "
         f"{host['abstained']:,}, invalid {host['invalid']:,}, exception {host['exception']:,}"
     )
+    keys = report["keys"]
+    lines.append(f"keys: {'certified' if keys['certified'] else 'NOT certified'}")
+    lines.extend(f"  {r['code']}: {r['text']}" for r in keys["reasons"])
     journals = report["host_journals"]
     if journals is None:
         lines.append("host journals: not checked")

@@ -105,6 +105,19 @@ class ReasonCode(str, Enum):
     LAUNCH_ENDED = "launch_ended"
     #: Failed: the launch has ended and its evidence could not be read.
     EVIDENCE_UNREADABLE = "evidence_unreadable"
+    # Trust rooted outside the launch (docs/keys.md).
+    #: Passed: every key of the launch's trust.json is backed by a certificate of a manager
+    #: key the operator's trust store lists (0.1: by the operator's store itself).
+    CERTIFIED = "certified"
+    #: Failed: no operator trust store (``--trust``, ``$ECPA_TRUST_STORE``, or the default
+    #: file): no key of the launch can be trusted.
+    NO_OPERATOR_TRUST = "no_operator_trust"
+    #: Failed: a line of ``enrollments.jsonl`` is not a certificate the operator's trust
+    #: store backs (forged, altered, out of order, of another launch).
+    ENROLLMENT_REFUSED = "enrollment_refused"
+    #: Failed: the launch's ``trust.json`` lists a key no certificate vouches for (added, or
+    #: its public key changed, in the launch directory or the store).
+    UNCERTIFIED_KEY = "uncertified_key"
     #: Note: a 0.1 launch; the text names the 0.2 checks that could not be made.
     V01_LAUNCH = "v01_launch"
     #: Note (``--db``): judged from an evidence store; what could not be checked from here.
@@ -150,6 +163,9 @@ FAILING = frozenset(
         ReasonCode.SUPERVISOR_NOT_ALIVE,
         ReasonCode.LAUNCH_ENDED,
         ReasonCode.EVIDENCE_UNREADABLE,
+        ReasonCode.NO_OPERATOR_TRUST,
+        ReasonCode.ENROLLMENT_REFUSED,
+        ReasonCode.UNCERTIFIED_KEY,
         ReasonCode.HOST_NO_SELECTIONS,
         ReasonCode.HOST_POLICY_DISABLED,
         ReasonCode.HOST_EVIDENCE_MISSING,

@@ -28,6 +28,7 @@ from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.judge import history
+from ecpa.runtime.judge.certified import launch_keys
 from ecpa.runtime.judge.derive import verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
@@ -35,14 +36,16 @@ from ecpa.runtime.judge.sources import FUTURE_GRACE_S, judge_sources
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.enroll import LOG_NAME
+from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE, MAX_ENROLLMENTS_BYTES
 from ecpa.runtime.model.evidence import LogLine, parse_record
 from ecpa.runtime.model.host_journal import JOURNAL_SOURCE
 from ecpa.runtime.model.launch import ended_from_bytes, launch_from_bytes
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
+from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
 from ecpa.runtime.stores.store import EvidenceStore, LaunchRow
 
-__all__ = ["REMOTE_NOTE", "StoredLog", "status_from_store"]
+__all__ = ["REMOTE_NOTE", "StoredLog", "status_from_store", "stored_certificates"]
 
 REMOTE_NOTE = (
     "status from the evidence store: /proc of the launch's host not read; a process counts "
@@ -211,13 +214,16 @@ def status_from_store(
     history_budget_s: float | None = HISTORY_BUDGET_S,
     save_checkpoints: bool = True,
     max_abstain: int | None = None,
+    operator: OperatorTrust | None = None,
 ) -> RuntimeStatus:
     """The status of launch ``launch_id`` from the evidence store at ``dsn`` (see the module's
     text), at ``now``: by default the database server's clock, the one that timed the
-    supervisor checks ``ecpa ship`` stored, whatever this host's clock says. ``trust``
-    replaces the trust store shipped with the launch; then, or with ``save_checkpoints``
-    False (a ``now`` that is not the clock), the history checkpoints in the store are read
-    but not replaced. A reader needs only to read the store (and to
+    supervisor checks ``ecpa ship`` stored, whatever this host's clock says. The shipped
+    ``trust.json`` is trusted only as far as the shipped certificates, checked against the
+    operator's trust store, back it (docs/keys.md): ``operator``, else the file ``trust``
+    names, else :func:`~ecpa.runtime.stores.operator.operator_trust`'s. With
+    ``save_checkpoints`` False (a ``now`` that is not the clock), the history checkpoints in
+    the store are read but not replaced. A reader needs only to read the store (and to
     write ``ecpa_status_checkpoint``, or its statuses walk history afresh each time).
 
     Raises:
@@ -248,23 +254,30 @@ def status_from_store(
             raise EcpaError(
                 ErrorCode.INVALID_INPUT, f"{where}: expected a 0.2 launch, found {expected.version}"
             )
-        if trust is not None:
-            trust_store = TrustStore.load(trust)
-            basis = "file:" + hashlib.sha256(trust.read_bytes()).hexdigest()
-        elif row.trust_doc is None:
+        found = operator if operator is not None else operator_trust(trust)
+        if row.trust_doc is None:
             raise EcpaError(
                 ErrorCode.TRUST_STORE_CONFIG,
-                f"expected a trust store shipped with {where}, or --trust FILE, found neither",
+                f"expected a trust store shipped with {where}, found none",
             )
-        else:
-            trust_store = _trust(row.trust_doc, f"trust store of {where}")
-            basis = "shipped:" + hashlib.sha256(row.trust_doc).hexdigest()
-        save = save_checkpoints and trust is None
+        claimed = _trust(row.trust_doc, f"trust store of {where}")
+        trust_store, keys = launch_keys(
+            claimed,
+            expected,
+            certificates=stored_certificates(store, launch_id),
+            operator=found.store,
+            operator_where=found.where,
+        )
+        basis = (
+            "keys:"
+            + hashlib.sha256(json.dumps(trust_store.to_dict(), sort_keys=True).encode()).hexdigest()
+        )
+        save = save_checkpoints
         skipped: list[Reason] = []
         sources = []
         for name in store.sources(launch_id):
-            if name.startswith(JOURNAL_SOURCE):
-                continue  # a host journal, shipped for the audit
+            if name.startswith(JOURNAL_SOURCE) or name == ENROLLMENTS_FILE:
+                continue  # a host journal, shipped for the audit; the certificates
             if not LOG_NAME.fullmatch(name):
                 text = f"stored log {name!r}: not a process log name, skipped"
                 skipped.append(Reason(ReasonCode.SKIPPED, text))
@@ -305,6 +318,7 @@ def status_from_store(
         return Liveness(at >= now - window, text)
 
     supervisor = _supervisor(row, now, window)
+    failing = tuple(r for r in keys if r.fails)
     status = verdict_launch(
         streams.values(),
         expected,
@@ -315,10 +329,34 @@ def status_from_store(
         max_idle=max_idle,
         skipped=[*skipped, *notes, Reason(ReasonCode.FROM_STORE, REMOTE_NOTE), clock_note],
     )
+    status = replace(  # as status_from_launch_dir: what decides first, a pass last
+        status,
+        effective=status.effective and not failing,
+        reasons=(*failing, *status.reasons, *(r for r in keys if not r.fails)),
+    )
     if row.exit_doc is None:
         return status
     ended = Reason(ReasonCode.LAUNCH_ENDED, ended_from_bytes(row.exit_doc))
     return replace(status, effective=False, reasons=(ended, *status.reasons))
+
+
+def stored_certificates(store: EvidenceStore, launch_id: str) -> bytes | EcpaError | None:
+    """The shipped ``enrollments.jsonl``: its lines, each with its newline (None: none
+    shipped), or why they are too many to read."""
+    if ENROLLMENTS_FILE not in store.sources(launch_id):
+        return None
+    rows = store.query(
+        "SELECT line FROM ecpa_evidence WHERE launch_id = %s AND source = %s"
+        " ORDER BY file_offset LIMIT %s",
+        (launch_id, ENROLLMENTS_FILE, MAX_ENROLLMENTS_BYTES // 1024),
+    )
+    data = b"".join(bytes(line) + b"\n" for (line,) in rows)
+    if len(data) > MAX_ENROLLMENTS_BYTES:
+        return EcpaError(
+            ErrorCode.INVALID_INPUT,
+            f"expected at most {MAX_ENROLLMENTS_BYTES} bytes of certificates, found more",
+        )
+    return data
 
 
 def _supervisor(row: LaunchRow, now: int, window: int) -> Liveness:
