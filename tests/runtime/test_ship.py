@@ -19,7 +19,9 @@ import pytest
 
 from bench.launchdir import HOST, Written, write_launch
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.keys import SigningKey
 from ecpa.runtime.host import ship as ship_module
+from ecpa.runtime.host.audit import audit_store
 from ecpa.runtime.host.ship import BATCH_LINES, ShipReport, ship_launch
 from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge.reasons import ReasonCode
@@ -908,3 +910,58 @@ def test_from_the_store_a_record_of_the_next_second_waits_for_the_next_status(
     second = remote(pg_dsn, w, now=NOW + 1)
     assert (second.refused, second.accepted, second.last_seq) == ({}, 3, 3)
     assert decision(first)[:1] == decision(local(w, NOW))[:1]
+
+
+# --- the store is untrusted storage: keys only through the manager's certificates ------------
+
+
+def _execute(dsn: str, sql: str, params: tuple[Any, ...]) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(sql, params).rowcount
+
+
+def test_a_key_changed_in_the_store_gives_false(pg_dsn: str, written: Written) -> None:
+    """Whoever can write the store replaced a process's key in the stored trust.json: the
+    shipped certificates say otherwise, and status --db and the audit say so."""
+    ship(pg_dsn, written)
+    assert remote(pg_dsn, written).effective
+    doc = json.loads((written.directory / "trust.json").read_text())
+    doc["keys"][0]["public_key_b64"] = SigningKey.from_seed(b"f" * 32).public_key.to_b64()
+    changed = _execute(
+        pg_dsn,
+        "UPDATE ecpa_launch SET trust_doc = %s WHERE launch_id = %s",
+        (json.dumps(doc).encode(), written.directory.name),
+    )
+    assert changed == 1
+    status = remote(pg_dsn, written)
+    assert not status.effective
+    assert status.reasons[0].code is ReasonCode.UNCERTIFIED_KEY
+    audit = audit_store(pg_dsn, written.directory.name, now=NOW)
+    assert audit.untrusted
+    assert audit.report["exercised"] is False
+
+
+def test_a_certificate_removed_from_the_store_gives_false(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written)
+    removed = _execute(
+        pg_dsn,
+        "DELETE FROM ecpa_evidence WHERE launch_id = %s AND source = %s AND file_offset = 0",
+        (written.directory.name, ENROLLMENTS_FILE),
+    )
+    assert removed == 1
+    status = remote(pg_dsn, written)
+    assert not status.effective
+    assert status.reasons[0].code is ReasonCode.UNCERTIFIED_KEY
+
+
+def test_status_db_judges_by_the_operator_store_it_is_given(
+    pg_dsn: str, written: Written, tmp_path: Path
+) -> None:
+    ship(pg_dsn, written)
+    empty = tmp_path / "operator.json"
+    empty.write_text(json.dumps({"schema": "ecpa-trust-store/0.1", "keys": []}))
+    status = remote(pg_dsn, written, trust=empty)
+    assert not status.effective
+    assert status.reasons[0].code is ReasonCode.ENROLLMENT_REFUSED

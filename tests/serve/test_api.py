@@ -549,3 +549,18 @@ def test_a_client_that_never_finishes_its_request_head_is_cut_off(tmp_path: Path
         assert closed, "still open after 5 s"
         assert time.monotonic() - started < 3
         assert srv.get_json("/healthz")["status"] == "ok"
+
+
+def test_the_board_trusts_keys_only_through_the_operator_store_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """ecpa serve --trust FILE: an operator store without the manager's key makes every
+    launch not effective, each saying why."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    empty = tmp_path / "operator.json"
+    empty.write_text(json.dumps({"schema": "ecpa-trust-store/0.1", "keys": []}))
+    with served(sources_of(runs, written, trust=empty)) as srv:
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+    assert doc["runtime_effective"] is False
+    assert doc["reasons"][0]["code"] == "enrollment_refused"

@@ -108,9 +108,11 @@ class FileLog:
     dir_fd: int
     name: str
     fd: int
+    #: The trust the walk judges under (:func:`~ecpa.runtime.judge.history.trust_basis`).
+    basis: str = ""
 
     def load(self, launch_id: str, now: int) -> history.Checkpoint:
-        return history.load(self.dir_fd, self.name, self.fd, launch_id, now)
+        return history.load(self.dir_fd, self.name, self.fd, launch_id, now, self.basis)
 
     def end(self) -> tuple[int, bytes]:
         size = os.fstat(self.fd).st_size
@@ -162,7 +164,8 @@ def judge_logs(
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
     assert logs.dir_fd is not None or not logs.fds
-    sources = [FileLog(logs.dir_fd, name, fd) for name, fd in logs.fds.items()]  # type: ignore[arg-type]
+    basis = history.trust_basis(store)
+    sources = [FileLog(logs.dir_fd, name, fd, basis) for name, fd in logs.fds.items()]  # type: ignore[arg-type]
     return judge_sources(
         sources, store, expected, now=now, fence=fence, policy=policy, budget_s=budget_s, save=save
     )

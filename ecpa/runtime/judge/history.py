@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ecpa._files import write_file
+from ecpa.profile.trust import TrustStore
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine, read_log
 
@@ -40,19 +41,26 @@ __all__ = [
     "complete_end",
     "load",
     "save",
+    "trust_basis",
 ]
 
 #: How long one status may spend walking logs' histories forward (the decision itself
 #: reads only the logs' ends); the rest of a long history is walked at the next status.
 HISTORY_BUDGET_S = 0.05
 
-CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.4"
+CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.5"
 #: Set (``ecpa status`` does, on SIGTERM or SIGINT) to end every history walk at its next
 #: line boundary: the walk then stops as at its deadline, consistent, and is saved
 #: (RUNTIME.md "Bounded work": a status interrupted keeps what it learned).
 STOP = threading.Event()
 _ANCHOR_BYTES = 4096
 _MAX_CHECKPOINT = 1 << 20
+
+
+def trust_basis(store: TrustStore) -> str:
+    """A digest of the keys ``store`` trusts, as a checkpoint records them."""
+    doc = json.dumps(store.to_dict(), sort_keys=True, separators=(",", ":"))
+    return "keys:" + hashlib.sha256(doc.encode()).hexdigest()
 
 
 def checkpoint_name(log: str) -> str:
@@ -81,6 +89,9 @@ class Checkpoint:
     #: The walk stopped this many bytes into a line longer than a record may be, numbered
     #: ``number`` (0: at a line boundary).
     skipping: int = 0
+    #: The trust its lines were judged under (a digest of the keys): under other keys (one
+    #: disabled, a certificate refused since) the history is walked again.
+    basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         s = self.stream
@@ -103,6 +114,7 @@ class Checkpoint:
             "newest_offset": self.newest_offset,
             "judged_at": self.judged_at,
             "skipping": self.skipping,
+            "basis": self.basis,
         }
 
 
@@ -165,15 +177,18 @@ def checkpoint_from_dict(doc: dict[str, Any], name: str) -> Checkpoint:
         newest,
         doc["judged_at"],
         skipping=doc["skipping"],
+        basis=str(doc.get("basis", "")),
     )
 
 
-def load(dir_fd: int, log: str, fd: int, launch_id: str, now: int) -> Checkpoint:
-    """The checkpoint of ``log`` (open as ``fd``) if it still holds for that file and a
-    derivation at ``now``, else a fresh one at its start. Never raises: an unusable
-    checkpoint is only a slower status."""
+def load(dir_fd: int, log: str, fd: int, launch_id: str, now: int, basis: str = "") -> Checkpoint:
+    """The checkpoint of ``log`` (open as ``fd``) if it still holds for that file, a
+    derivation at ``now`` and the trust ``basis``, else a fresh one at its start. Never
+    raises: an unusable checkpoint is only a slower status."""
     st = os.fstat(fd)
-    fresh = Checkpoint(launch_id, st.st_dev, st.st_ino, 0, _anchor(fd, 0), 0, Stream(name=log))
+    fresh = Checkpoint(
+        launch_id, st.st_dev, st.st_ino, 0, _anchor(fd, 0), 0, Stream(name=log), basis=basis
+    )
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         cfd = os.open(checkpoint_name(log), flags, dir_fd=dir_fd)
@@ -200,6 +215,7 @@ def load(dir_fd: int, log: str, fd: int, launch_id: str, now: int) -> Checkpoint
         and (ck.skipping == 0 or MAX_RECORD_LENGTH < ck.skipping <= ck.offset)
         and ck.anchor == _anchor(fd, ck.offset)
         and ck.judged_at <= now
+        and ck.basis == basis
     )
     if not holds:
         return fresh
