@@ -9,6 +9,7 @@ The driver runs as a child process: ecpa never imports dla_plugin.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from ecpa.demo._hosts import hosts_steps
 from ecpa.demo._serve import serving
 from ecpa.demo._tour import Tour, launched, spawn_ecpa, stop_ecpa
+from ecpa.profile.keys import SigningKey
 
 __all__ = ["launch_loop", "slots_loop"]
 
@@ -42,6 +44,7 @@ def launch_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
             time.sleep(0.3)
         status = ["status", "--launch", str(launch_dir)]
         tour.step(status, 0, "runtime_effective: true", "is the plugin really working, right now?")
+        _key_replaced(launch_dir, tour, status)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=timeout)
         tour.say("\n# stop the launch (SIGTERM, forwarded to the driver)")
@@ -54,6 +57,21 @@ def launch_loop(d: Path, tour: Tour, *, timeout: float = 30.0) -> None:
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def _key_replaced(launch_dir: Path, tour: Tour, status: list[str]) -> None:
+    """Whoever can write the launch directory replaces the live process's key in trust.json:
+    false, the manager's certificate says otherwise; put back, true again."""
+    trust = launch_dir / "trust.json"
+    original = trust.read_bytes()
+    doc = json.loads(original)
+    doc["keys"][0]["public_key_b64"] = SigningKey.generate().public_key.to_b64()
+    trust.write_text(json.dumps(doc, indent=2) + "\n")
+    tour.say("\n# someone who can write the launch directory puts a key of theirs in trust.json")
+    why = "trust.json is not trusted: only keys the manager certified count"
+    tour.step(status, 1, "another public key in the certificate", why)
+    trust.write_bytes(original)
+    tour.step(status, 0, "runtime_effective: true", "trust.json as ecpa run wrote it: true again")
 
 
 def _rank_pid(launch_dir: Path, ordinal: int) -> int | None:

@@ -68,7 +68,8 @@ def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert f"$ ecpa verify {kept / 'evidence.jws'} --trust {kept / 'trust.json'}" in out
     again = ecpa_main("trust", "list", kept / "trust.json")  # the store as the demo left it
     assert (again.status, again.out.split()[0]) == (0, "DISABLED")
-    # 32 steps (the last: the DLA value simulator): 4 of ecpa serve (it listens, its API,
+    # 34 steps (the last: the DLA value simulator): 2 of a key replaced in trust.json (false,
+    # then true once put back), 4 of ecpa serve (it listens, its API,
     # its metrics before and after a rank is killed), 1 of ecpa audit after the launch, 5
     # of the host's witness (launched, true, stopped, its journal audited, a line taken out
     # found), 2 (ship, status --db) where PostgreSQL can be started
@@ -76,7 +77,7 @@ def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert counted, out
     assert counted.group(1) == counted.group(2)
     assert "the serve extra is not installed" not in out  # the dev extra installs it
-    want = 32 - 2 * ("(skipped: " in out)
+    want = 34 - 2 * ("(skipped: " in out)
     assert int(counted.group(2)) == want, out
     for code in (
         "REPLAYED_NONCE",
@@ -89,6 +90,7 @@ def test_demo_runs_the_whole_loop(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert "step time profiled (a100-llama2-7b)" in out
     assert "source: host; host witnessed: selected" in out
     assert "host_journal_mismatch" in out
+    assert "another public key in the certificate" in out
     assert re.search(
         r'ecpa_slot_covered\{launch_id="launch-[0-9a-f]{16}",slot="scheduler.1"\} 0.0', out
     )
