@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.launchdir import hermetic_config
 from dla_plugin.sim.workload import synthetic
 
 STUDY_TARGET_S = 180.0
@@ -56,6 +57,7 @@ def timed(args: list[str]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Run both timings and print them against their targets."""
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.dla_sim", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smoke run, small sizes")
     args = parser.parse_args(argv)

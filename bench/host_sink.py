@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench.launchdir import hermetic_config
 from bench.observer import context
 from dla_plugin import host_evidence
 from dla_plugin.host import PreemptionController
@@ -184,6 +185,7 @@ def measure(rounds: int, calls: int, rate: float) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table; exit 0 (the target is reported, not enforced: machines are noisy)."""
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.host_sink", description=__doc__)
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--calls", type=int, default=2_000)

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.launchdir import HOST, write_launch
+from bench.launchdir import HOST, hermetic_config, write_launch
 from ecpa.runtime.host.status import status_from_launch_dir
 
 TARGET_S = 2.0
@@ -57,6 +57,7 @@ def measure(gib: int, rounds: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the figures; exit 0 (the target is reported, not enforced)."""
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.huge_line", description=__doc__)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="3 rounds, 2 GiB only")

@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.launchdir import hermetic_config
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -241,6 +243,7 @@ def rows(n: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
     parser.add_argument("--calls", type=int, default=200, help="N (default 200)")
     parser.add_argument("--run", nargs=2, metavar=("SIDE", "N"), help=argparse.SUPPRESS)

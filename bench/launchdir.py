@@ -7,8 +7,11 @@ and the supervisor are alive. Used by ``bench.status`` and the status tests.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +40,7 @@ __all__ = [
     "MANAGER",
     "Written",
     "environment",
+    "hermetic_config",
     "manager_entry",
     "process_signer",
     "write_launch",
@@ -50,6 +54,27 @@ CHALLENGE = "Q" * 43
 #: The TEST ONLY manager key that certifies the process keys of every launch written here:
 #: an operator's trust store must list it (:func:`manager_entry`) for them to be trusted.
 MANAGER = ecpa.SigningKey.from_seed(b"M" * 32)
+
+
+_CONFIG: list[Path] = []
+
+
+def hermetic_config() -> Path:
+    """The operator's configuration of this benchmark process (docs/keys.md), never the
+    user's: ``$XDG_CONFIG_HOME`` set to a temporary directory whose ``ecpa/trust.json`` lists
+    :data:`MANAGER` (which certifies the launches written here) and where ``ecpa run`` makes
+    its manager key on first use; removed at exit. Once per process; returns it."""
+    if not _CONFIG:
+        home = Path(tempfile.mkdtemp(prefix="ecpa-bench-config-"))
+        atexit.register(shutil.rmtree, home, True)
+        (home / "ecpa").mkdir(mode=0o700)
+        trust = {"schema": "ecpa-trust-store/0.1", "keys": [manager_entry()]}
+        (home / "ecpa" / "trust.json").write_text(json.dumps(trust))
+        os.environ["XDG_CONFIG_HOME"] = str(home)
+        for name in ("ECPA_TRUST_STORE", "ECPA_MANAGER_KEY"):
+            os.environ.pop(name, None)
+        _CONFIG.append(home)
+    return _CONFIG[0]
 
 
 def manager_entry(key: ecpa.SigningKey = MANAGER) -> dict[str, object]:

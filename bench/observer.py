@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.launchdir import hermetic_config
 from dla_plugin.contract import Candidate, PreemptionContext
 from dla_plugin.selector import DlaVictimSelector
 from ecpa.observer import Observer
@@ -100,6 +101,7 @@ def measure(rounds: int, calls: int, interval: float) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table; exit 0 (the target is reported, not enforced: machines are noisy)."""
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.observer", description=__doc__)
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--calls", type=int, default=20_000)

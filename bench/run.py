@@ -38,6 +38,7 @@ from pathlib import Path
 import ecpa
 from bench import host_sink, huge_line, observer
 from bench.cli_logs import Workdir, jobs_row, memory_rows
+from bench.launchdir import hermetic_config
 from bench.micro import micro_rows
 from bench.paired import Row, table
 from bench.shared import shared_rows
@@ -131,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run every row and print the table."""
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     args = _parser().parse_args(argv)
     quick = args.quick
     rounds = args.rounds or (3 if quick else 15)

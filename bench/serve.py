@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.launchdir import HOST, write_launch
+from bench.launchdir import HOST, hermetic_config, write_launch
 
 #: Seconds between the written records: they stay fresh (heartbeat window 300 s) while
 #: the bench runs.
@@ -149,6 +149,7 @@ def measure(launches: int, slots: int, clients: int, seconds: float, tmp: Path) 
 
 
 def main(argv: list[str] | None = None) -> int:
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.serve", description=__doc__)
     parser.add_argument("--launches", type=int, nargs="+", default=[1, 100])
     parser.add_argument("--slots", type=int, default=64)

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.launchdir import HOST, write_launch
+from bench.launchdir import HOST, hermetic_config, write_launch
 from bench.paired import Row, summarize, table
 from ecpa.runtime.host.ship import ship_launch
 from ecpa.runtime.host.status import HISTORY_BUDGET_S, status_from_launch_dir
@@ -276,6 +276,7 @@ def shared_rows(
 
 
 def main(argv: list[str] | None = None) -> int:
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.shared", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--dsn", help="a PostgreSQL server of your own (default: pg-up)")

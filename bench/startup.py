@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from bench.cli_logs import NOW, Workdir
+from bench.launchdir import hermetic_config
 from bench.paired import Row, summarize, table
 
 TARGETS = {
@@ -49,13 +50,14 @@ FLOOR = (
 PYDANTIC = "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int\n"
 
 
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _time(argv: list[str], cwd: Path, expect: int) -> float:
     start = time.perf_counter()
     done = subprocess.run(  # noqa: S603 - our own interpreter and script
-        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, env=ENV
+        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, env=_env()
     )
     took = time.perf_counter() - start
     if done.returncode != expect:
@@ -132,6 +134,7 @@ def startup_rows(rounds: int, tmp: Path, *, launch_seconds: float = 4.0) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__)
     parser.add_argument("--rounds", type=int, default=21, help="paired rounds per command")
     args = parser.parse_args(argv)

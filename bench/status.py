@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.launchdir import HOST, Written, write_launch
+from bench.launchdir import HOST, Written, hermetic_config, write_launch
 from bench.paired import Row, summarize, table
 from ecpa.profile.trust import TrustStore
 from ecpa.runtime.host.status import status_from_launch_dir
@@ -142,6 +142,7 @@ def status_rows(slots: int, hours: float, rounds: int, tmp: Path) -> list[Row]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the status rows and print them."""
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
     parser = argparse.ArgumentParser(prog="python -m bench.status", description=__doc__)
     parser.add_argument("--slots", type=int, default=64)
     parser.add_argument("--hours", type=float, default=28.0)
