@@ -26,6 +26,7 @@ from ecpa.runtime.model.enrollment import (
     MANAGER_ISSUER,
     Enrollment,
     certificate_line,
+    launch_certificate_line,
     manager_kid,
 )
 from ecpa.runtime.model.evidence import record_line
@@ -252,9 +253,11 @@ def write_launch(
     doc = launch_document(
         plan, launch_id=launch_id, challenge=CHALLENGE, started_at=started, supervisor=supervisor
     )
-    (directory / "launch.json").write_text(json.dumps(doc))
-    expected = launch_from_bytes(json.dumps(doc).encode(), "launch.json")
-    certificates = []
+    launch_doc = json.dumps(doc).encode()
+    (directory / "launch.json").write_bytes(launch_doc)
+    expected = launch_from_bytes(launch_doc, "launch.json")
+    seal = launch_certificate_line(expected, launch_doc, supervisor, MANAGER, issued_at=started)
+    certificates = [seal]
     env = environment(directory)
     processes = {slot: ProcessIdentity(HOST, 1000 + slot.ordinal, 5000, BOOT) for slot in wanted}
     writers = [(slot, who, _seed(slot)) for slot, who in processes.items()]

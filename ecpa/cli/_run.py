@@ -21,7 +21,7 @@ from ecpa.launcher.fresh import REPEAT_WINDOW_S, fresh_supervisor
 from ecpa.launcher.manager import load_manager_key
 from ecpa.launcher.plan import with_host_evidence
 from ecpa.launcher.run import default_plan, load_plan, prepare_launch, supervise_launch
-from ecpa.runtime import Slot, plan_from_dict
+from ecpa.runtime import Slot, make_undumpable, plan_from_dict
 
 __all__ = ["RUN_CONTEXT", "RUN_EXAMPLES", "run_app", "run_command"]
 
@@ -134,6 +134,8 @@ def run_command(
     Exits with the command's status.
     """
     standalone = isinstance(ctx.obj, Invocation) and ctx.obj.standalone
+    if standalone:  # its memory and environment (a PIN, a passphrase) out of the tree's reach
+        make_undumpable()
     if not command:
         raise fail_usage("expected a COMMAND to run (ecpa run [OPTIONS] -- COMMAND...), found none")
     if not math.isfinite(grace):

@@ -18,12 +18,19 @@ from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.launcher._write import identity, json_bytes, open_directory, write_atomic
-from ecpa.launcher.manager import Certifier
+from ecpa.launcher.manager import Certifier, ManagerKey
 from ecpa.launcher.supervise import LaunchExit
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
-from ecpa.runtime import EXIT_SCHEMA, ExpectedLaunch, Plan, ProcessIdentity, update_trust_file
+from ecpa.runtime import (
+    EXIT_SCHEMA,
+    ExpectedLaunch,
+    Plan,
+    ProcessIdentity,
+    launch_document,
+    update_trust_file,
+)
 
-__all__ = ["Launch", "finish_launch", "moved_away", "open_launch_dir"]
+__all__ = ["Launch", "finish_launch", "moved_away", "open_launch_dir", "sealed"]
 
 
 def _time(value: int, what: str) -> int:
@@ -75,6 +82,19 @@ class Launch:
             challenge=self.challenge,
         )
 
+    def document(self) -> bytes:
+        """``launch.json``'s exact bytes (as :func:`~ecpa.launcher.run.prepare_launch` writes
+        them, and the manager's launch certificate seals them)."""
+        doc = launch_document(
+            self.plan,
+            launch_id=self.launch_id,
+            challenge=self.challenge,
+            started_at=self.started_at,
+            supervisor=self.supervisor,
+            excluded=self.excluded,
+        )
+        return json_bytes(doc)
+
     @property
     def launch_file(self) -> Path:
         """``launch.json``: what the launch's evidence must be bound to."""
@@ -109,6 +129,18 @@ class Launch:
     def ends_at(self) -> int:
         """The end of the plan's maximum duration: no key is valid past it."""
         return self.started_at + self.plan.max_duration_s
+
+
+def sealed(manager: ManagerKey, launch: Launch, dir_fd: int | None) -> Certifier:
+    """The certifier of ``launch`` with ``manager``'s key, its first certificate written:
+    the seal on ``launch.json``'s bytes, naming the supervisor (before the command starts).
+
+    Raises:
+        EcpaError: as :meth:`~ecpa.launcher.manager.Certifier.certify`.
+    """
+    certifier = Certifier(manager, launch.expected, launch.directory, dir_fd)
+    certifier.seal(launch.document(), launch.supervisor, now=int(time.time()))
+    return certifier
 
 
 def open_launch_dir(launch: Launch) -> int:

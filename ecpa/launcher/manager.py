@@ -35,10 +35,12 @@ from ecpa.runtime import (
     Enrollment,
     ExpectedLaunch,
     OperatorTrust,
+    ProcessIdentity,
     add_trust_entry,
     certificate_line,
     default_manager_key,
     default_trust_store,
+    launch_certificate_line,
     manager_kid,
     operator_trust,
     trust_entry,
@@ -161,6 +163,21 @@ class Certifier:
     dir_fd: int | None = None
     seq: int = 0
     certified: dict[str, Enrollment] = field(default_factory=dict)
+
+    def seal(self, launch_doc: bytes, supervisor: ProcessIdentity, *, now: int) -> None:
+        """Write the first certificate: the seal on ``launch_doc`` (``launch.json``'s exact
+        bytes), naming the ``supervisor``; before the command starts.
+
+        Raises:
+            EcpaError: as :meth:`certify`; ``ECPA_INVALID_INPUT`` when it is not the first.
+        """
+        if self.seq != 0:
+            raise invalid_input("expected the launch sealed first, found certificates before")
+        line = launch_certificate_line(
+            self.launch, launch_doc, supervisor, self.manager.signer, issued_at=now
+        )
+        self._append(line)
+        self.seq = 1
 
     def _append(self, line: bytes) -> None:
         where = self.directory / ENROLLMENTS_FILE

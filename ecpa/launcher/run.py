@@ -36,7 +36,14 @@ from types import MappingProxyType
 from ecpa._files import check_private_dir as _check_private_dir
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.launcher._write import identity, json_bytes, open_directory, private_dir, write_atomic
-from ecpa.launcher.directory import Launch, _time, finish_launch, moved_away, open_launch_dir
+from ecpa.launcher.directory import (
+    Launch,
+    _time,
+    finish_launch,
+    moved_away,
+    open_launch_dir,
+    sealed,
+)
 from ecpa.launcher.enroll import EnrollServer
 from ecpa.launcher.environment import (
     BINDING_NAMES,
@@ -64,7 +71,6 @@ from ecpa.runtime import (
     Plan,
     ProcessIdentity,
     children_now,
-    launch_document,
     plan_from_dict,
     read_identity,
 )
@@ -253,15 +259,7 @@ def _write_directory(launch: Launch, fd: int) -> None:
     except OSError as exc:
         raise _io_error("write the launch directory", launch.directory, exc) from None
     write_atomic(launch.trust_file, json_bytes(trust), dir_fd=fd)
-    doc = launch_document(
-        launch.plan,
-        launch_id=launch.launch_id,
-        challenge=launch.challenge,
-        started_at=launch.started_at,
-        supervisor=launch.supervisor,
-        excluded=launch.excluded,
-    )
-    write_atomic(launch.launch_file, json_bytes(doc), dir_fd=fd)  # last: a complete launch
+    write_atomic(launch.launch_file, launch.document(), dir_fd=fd)  # last: a complete launch
 
 
 def run_launch(
@@ -311,7 +309,7 @@ def run_launch(
         finally:
             os.close(fd)
     if certifier is None:
-        certifier = Certifier(load_manager_key(), launch.expected, launch.directory, dir_fd)
+        certifier = sealed(load_manager_key(), launch, dir_fd)
     server = EnrollServer(
         path=launch.enroll_socket,
         trust_file=launch.trust_file,
@@ -361,7 +359,7 @@ def supervise_launch(
     boss = Supervisor(grace=grace, say=say, repeat_window_s=repeat_window_s)
     key = load_manager_key() if manager is None else manager
     fd = open_launch_dir(launch)  # one directory, from start to end, whatever its name
-    certifier = Certifier(key, launch.expected, launch.directory, fd)
+    certifier = sealed(key, launch, fd)
     try:
         with boss.handlers(then_ignore=then_ignore):
             result = run_launch(

@@ -71,6 +71,9 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.enrollment import MANAGER_ISSUER as MANAGER_ISSUER
     from ecpa.runtime.model.enrollment import Enrollment as Enrollment
     from ecpa.runtime.model.enrollment import certificate_line as certificate_line
+    from ecpa.runtime.model.enrollment import (
+        launch_certificate_line as launch_certificate_line,
+    )
     from ecpa.runtime.model.enrollment import manager_kid as manager_kid
     from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH as MAX_RECORD_LENGTH
     from ecpa.runtime.model.evidence import Evidence as Evidence
@@ -262,6 +265,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "MANAGER_ISSUER": ("ecpa.runtime.model.enrollment", "MANAGER_ISSUER"),
     "Enrollment": ("ecpa.runtime.model.enrollment", "Enrollment"),
     "certificate_line": ("ecpa.runtime.model.enrollment", "certificate_line"),
+    "launch_certificate_line": ("ecpa.runtime.model.enrollment", "launch_certificate_line"),
     "manager_kid": ("ecpa.runtime.model.enrollment", "manager_kid"),
     "MANAGER_KEY_ENV": ("ecpa.runtime.stores.operator", "MANAGER_KEY_ENV"),
     "TRUST_ENV": ("ecpa.runtime.stores.operator", "TRUST_ENV"),

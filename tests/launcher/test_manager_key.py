@@ -16,7 +16,7 @@ import pytest
 import ecpa
 from ecpa.profile.trust import TrustStore
 from ecpa.runtime import ENROLLMENTS_FILE, default_trust_store, manager_kid
-from ecpa.runtime.model.enrollment import read_certificates
+from ecpa.runtime.model.certificates import read_certificates
 from ecpa.runtime.model.launch import launch_from_file
 from tests._launch_helpers import (
     DRIVE,
@@ -52,7 +52,9 @@ def test_each_process_key_is_certified_then_closed_at_the_end(launches: Launches
     assert stat.S_IMODE(certificates.stat().st_mode) == 0o600
     expected = launch_from_file(directory / "launch.json")
     operator = TrustStore.load(default_trust_store())
-    running = read_certificates(certificates.read_bytes(), operator, expected)
+    launch_doc = (directory / "launch.json").read_bytes()
+    running = read_certificates(certificates.read_bytes(), operator, expected, launch_doc)
+    assert running.sealed
     assert running.refused == []
     trust = json.loads((directory / "trust.json").read_text())
     assert set(running.keys) == {entry["kid"] for entry in trust["keys"]}
@@ -64,11 +66,11 @@ def test_each_process_key_is_certified_then_closed_at_the_end(launches: Launches
     run.wait(timeout=60)
     ended_at = json.loads((directory / "exit.json").read_text())["ended_at"]
     lines = certificates.read_bytes().splitlines()
-    assert len(lines) == 4  # two enrolled, two closed
-    ended = read_certificates(certificates.read_bytes(), operator, expected)
+    assert len(lines) == 5  # the launch sealed, two keys enrolled, two closed
+    ended = read_certificates(certificates.read_bytes(), operator, expected, launch_doc)
     assert ended.refused == []
     assert {cert.not_after for cert in ended.keys.values()} == {ended_at}
-    assert {cert.seq for cert in ended.keys.values()} == {3, 4}
+    assert {cert.seq for cert in ended.keys.values()} == {4, 5}
 
 
 def test_first_use_makes_the_manager_key_and_trusts_it(tmp_path: Path) -> None:

@@ -115,6 +115,7 @@ def test_launch_directory_env_and_files(tmp_path: Path) -> None:
     ]
     # Layout and modes (RUNTIME.md "Launch directory", "Process keys": no key on disk).
     assert sorted(p.name for p in directory.iterdir()) == [
+        "enrollments.jsonl",  # the manager's seal on launch.json, written before the command
         "evidence",
         "exit.json",
         "launch.json",

@@ -29,13 +29,9 @@ from ecpa.profile.trust import TrustStore
 from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge.certified import launch_keys
 from ecpa.runtime.judge.verdict import RuntimeStatus
+from ecpa.runtime.model.certificates import read_certificates
 from ecpa.runtime.model.enroll import log_name
-from ecpa.runtime.model.enrollment import (
-    ENROLLMENTS_FILE,
-    Enrollment,
-    certificate_line,
-    read_certificates,
-)
+from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE, Enrollment, certificate_line
 from ecpa.runtime.model.evidence import Evidence, parse_record, record_line
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot, launch_from_bytes
 from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
@@ -78,6 +74,16 @@ def _put_certificates(w: Written, lines: list[bytes]) -> None:
     (w.directory / ENROLLMENTS_FILE).write_bytes(b"".join(lines))
 
 
+def _seal(w: Written) -> bytes:
+    """The launch certificate (the first line) as the manager wrote it."""
+    return _certificates(w)[0]
+
+
+def _with(w: Written, *lines: bytes) -> None:
+    """The launch's certificates: its seal, then ``lines``."""
+    _put_certificates(w, [_seal(w), *lines])
+
+
 def _records(w: Written, seed: bytes) -> None:
     """Fresh records for slot 0's live process, signed with the key of ``seed``."""
     who = w.processes[S0]
@@ -93,7 +99,7 @@ def _records(w: Written, seed: bytes) -> None:
     log.write_bytes(b"".join(lines))
 
 
-def _enrollment(w: Written, seed: bytes, *, seq: int = 1, **changes: Any) -> Enrollment:
+def _enrollment(w: Written, seed: bytes, *, seq: int = 2, **changes: Any) -> Enrollment:
     who = w.processes[S0]
     signer = process_signer(S0, who, seed)
     values: dict[str, Any] = {
@@ -172,8 +178,8 @@ def test_a_certificate_forged_with_another_key_is_refused(w: Written) -> None:
     """A certificate for the attacker's key, signed with a key that looks like a manager's
     but that the operator does not list."""
     rogue = SigningKey.from_seed(b"r" * 32)
-    line = certificate_line(_enrollment(w, b"f" * 32, seq=2), _expected(w), rogue, issued_at=NOW)
-    _put_certificates(w, [line])
+    line = certificate_line(_enrollment(w, b"f" * 32), _expected(w), rogue, issued_at=NOW)
+    _with(w, line)
     doc = _trust(w)
     doc["keys"][0]["public_key_b64"] = process_signer(
         S0, w.processes[S0], b"f" * 32
@@ -188,34 +194,38 @@ def test_a_certificate_forged_with_another_key_is_refused(w: Written) -> None:
 def test_an_altered_certificate_is_refused(w: Written) -> None:
     """The body swapped for one naming the attacker's key: its digest no longer matches the
     signed statement's."""
-    [line] = _certificates(w)
+    [_, line] = _certificates(w)
     evidence = parse_record(line.rstrip(b"\n"))
     other = certificate_line(_enrollment(w, b"f" * 32), _expected(w), MANAGER, issued_at=NOW)
     body = parse_record(other.rstrip(b"\n")).host_evidence
     assert body is not None
 
-    _put_certificates(w, [record_line(Evidence(evidence.payload, evidence.detached_jws, body))])
+    _with(w, record_line(Evidence(evidence.payload, evidence.detached_jws, body)))
     status = _refused_for(w, "enrollment_refused")
     assert "ATTESTATION_EVIDENCE_DIGEST_MISMATCH" in status.reasons[0].text
 
 
 def test_a_certificate_of_another_launch_is_refused(w: Written, tmp_path: Path) -> None:
     other = write_launch(tmp_path / "b", slots=1, records=3, now=NOW, launch_id="launch-other")
-    _put_certificates(w, _certificates(other))
+    _with(w, _certificates(other)[1])
     status = _refused_for(w, "enrollment_refused")
     assert "launch-other" in status.reasons[0].text
 
 
-def test_a_certificate_repeated_is_refused(w: Written) -> None:
-    [line] = _certificates(w)
-    _put_certificates(w, [line, line])
+def test_a_certificate_repeated_is_refused_and_the_rest_not_read(w: Written) -> None:
+    """Lines repeated are refused before their signatures are checked, and after the first
+    refusal nothing more is read: a writer cannot make a status verify more than the
+    manager signed."""
+    [seal, line] = _certificates(w)
+    _put_certificates(w, [seal, line, *[line] * 5000])
     status = _refused_for(w, "enrollment_refused")
-    assert "expected seq above 1" in status.reasons[0].text
+    assert "line 3: expected seq above 2" in status.reasons[0].text
+    assert "4999 later line(s) of enrollments.jsonl not read" in status.reasons[1].text
 
 
 def test_a_second_key_for_one_process_is_refused(w: Written) -> None:
     second = certificate_line(
-        _enrollment(w, b"f" * 32, seq=2), _expected(w), MANAGER, issued_at=NOW
+        _enrollment(w, b"f" * 32, seq=3), _expected(w), MANAGER, issued_at=NOW
     )
     _put_certificates(w, [*_certificates(w), second])
     _refused_for(w, "enrollment_refused")
@@ -228,14 +238,14 @@ def test_a_kid_that_names_another_process_is_refused(w: Written) -> None:
         MANAGER,
         issued_at=NOW,
     )
-    _put_certificates(w, [line])
+    _with(w, line)
     status = _refused_for(w, "enrollment_refused")
     assert "for the process it names" in status.reasons[0].text
 
 
 def test_a_closing_certificate_ends_the_key_window(w: Written) -> None:
     closing = certificate_line(
-        _enrollment(w, b"\0" * 31 + b"k", seq=2, event="closed", not_after=NOW - 50),
+        _enrollment(w, b"\0" * 31 + b"k", seq=3, event="closed", not_after=NOW - 50),
         _expected(w),
         MANAGER,
         issued_at=NOW,
@@ -259,8 +269,7 @@ def test_a_key_disabled_in_trust_json_stays_disabled(w: Written) -> None:
 
 
 def test_a_torn_last_certificate_is_said_and_not_read(w: Written) -> None:
-    [line] = _certificates(w)
-    _put_certificates(w, [line, line[:40]])
+    _put_certificates(w, [*_certificates(w), b"{" * 40])
     status = _status(w)
     assert status.effective
     [said] = [r for r in status.reasons if r.code.value == "certified"]
@@ -350,18 +359,20 @@ def test_a_01_launch_key_the_operator_does_not_list_gives_false(tmp_path: Path) 
 def test_certified_keys_come_from_the_certificates_not_from_trust_json(w: Written) -> None:
     expected = _expected(w)
     claimed = TrustStore.from_dict(_trust(w))
-    store, reasons = launch_keys(
+    launch_doc = (w.directory / "launch.json").read_bytes()
+    data = (w.directory / ENROLLMENTS_FILE).read_bytes()
+    judged = launch_keys(
         claimed,
         expected,
-        certificates=(w.directory / ENROLLMENTS_FILE).read_bytes(),
+        launch_doc=launch_doc,
+        certificates=data,
         operator=OPERATOR,
         operator_where="test",
     )
-    assert codes(reasons) == ["certified"]
-    [trusted] = list(store)
-    [certified] = read_certificates(
-        (w.directory / ENROLLMENTS_FILE).read_bytes(), OPERATOR, expected
-    ).keys.values()
+    assert codes(judged.reasons) == ["certified"]
+    [trusted] = list(judged.store)
+    [certified] = read_certificates(data, OPERATOR, expected, launch_doc).keys.values()
+    assert judged.identities == {certified.kid: w.processes[S0]}
     assert trusted.key.to_b64() == certified.public_key_b64
     assert (trusted.entry.not_before, trusted.entry.not_after) == (
         certified.not_before,
@@ -373,9 +384,10 @@ def test_certified_keys_come_from_the_certificates_not_from_trust_json(w: Writte
 @given(data=st.binary(max_size=4096))
 def test_any_bytes_as_certificates_are_refused_never_raised(data: bytes) -> None:
     expected = ExpectedLaunch("p", "l", "x", "sha256:" + "0" * 64, 1, "c")
-    found = read_certificates(data, OPERATOR, expected)
+    found = read_certificates(data, OPERATOR, expected, b"{}")
     assert found.keys == {}
-    assert len(found.refused) == found.lines
+    assert not found.sealed
+    assert len(found.refused) + found.unread == found.lines
 
 
 def test_the_audit_of_a_launch_with_an_uncertified_key_exits_1(w: Written, tmp_path: Path) -> None:
@@ -422,7 +434,7 @@ def _signed_with(
         (
             {"process": {"host": HOST, "role": "scheduler", "start_identity": "x", "ordinal": 0,
                          "epoch": 1}},
-            "the statement's process to be the body's",
+            "the statement's process to be the one the body names",
         ),
     ],
 )  # fmt: skip
@@ -430,7 +442,7 @@ def test_a_certificate_whose_statement_says_otherwise_than_its_body_is_refused(
     w: Written, monkeypatch: pytest.MonkeyPatch, statement: dict[str, Any], why: str
 ) -> None:
     line = _signed_with(monkeypatch, w, _enrollment(w, b"\0" * 31 + b"k"), **statement)
-    _put_certificates(w, [line])
+    _with(w, line)
     status = _refused_for(w, "enrollment_refused")
     assert why in status.reasons[0].text
 
@@ -439,7 +451,7 @@ def test_a_closing_before_the_key_was_enrolled_is_refused(w: Written) -> None:
     closing = certificate_line(
         _enrollment(w, b"\0" * 31 + b"k", event="closed"), _expected(w), MANAGER, issued_at=NOW
     )
-    _put_certificates(w, [closing])
+    _with(w, closing)
     status = _refused_for(w, "enrollment_refused")
     assert "enrolled before it is closed" in status.reasons[0].text
 
@@ -454,6 +466,121 @@ def test_a_certificate_of_a_small_order_key_is_refused(w: Written) -> None:
         MANAGER,
         issued_at=NOW,
     )
-    _put_certificates(w, [line])
+    _with(w, line)
     status = _refused_for(w, "enrollment_refused")
     assert "ECPA_INVALID_KEY" in status.reasons[0].text
+
+
+# --- launch.json: sealed by the manager ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"slots": [{"role": "scheduler", "ordinal": 0}, {"role": "scheduler", "ordinal": 1}]},
+         "fewer or other slots"),
+        ({"heartbeat_window_s": 10**9}, "a stale slot made fresh"),
+        ({"host_evidence": "required"}, "the host's witness required"),
+        ({"max_abstain_s": 10**9}, "abstention no longer judged"),
+        ({"supervisor": {"host": HOST, "pid": 1, "start_ticks": 1, "boot_id": "boot-bench"}},
+         "another process as the supervisor"),
+    ],
+)  # fmt: skip
+def test_launch_json_changed_after_the_manager_sealed_it_gives_false(
+    w: Written, change: dict[str, Any], why: str
+) -> None:
+    """Everything a verdict reads from launch.json is the manager's: a writer of the launch
+    directory who changes it (to cut a silent slot, widen a window, drop the host's witness,
+    name a live process as the supervisor) is refused, whatever the change."""
+    path = w.directory / "launch.json"
+    doc = json.loads(path.read_text())
+    doc.update(change)
+    path.write_text(json.dumps(doc))
+    status = _refused_for(w, "enrollment_refused")
+    assert status.reasons[0].text.startswith("enrollments.jsonl line 1: expected "), why
+
+
+def test_without_the_managers_seal_launch_json_is_not_trusted(w: Written) -> None:
+    [_, key] = _certificates(w)
+    _put_certificates(w, [key])
+    status = _refused_for(w, "enrollment_refused")
+    assert "expected the launch certificate first" in status.reasons[0].text
+
+
+def test_another_launchs_files_in_a_launch_directory_are_refused(
+    w: Written, tmp_path: Path
+) -> None:
+    """A writer links launch aa's files (sealed, certified, fresh) into silent launch bb's
+    directory: bb is judged as bb or not at all."""
+    import shutil
+
+    other = tmp_path / "runs" / "launch-00000000000000bb"
+    shutil.copytree(w.directory, other, symlinks=True)
+    with pytest.raises(EcpaError) as refused:
+        status_from_launch_dir(other, now=NOW, proc_root=w.proc_root, host=HOST)
+    assert refused.value.code is ErrorCode.INVALID_INPUT
+    assert "another launch's files" in refused.value.detail
+
+
+def test_a_01_claim_of_a_launch_with_certificates_is_refused(w: Written) -> None:
+    """A 0.2 launch rewritten as 0.1 (no supervisor, no descent checked) is refused: a 0.1
+    launch has no manager, so certificates say it was not one."""
+    path = w.directory / "launch.json"
+    doc = json.loads(path.read_text())
+    legacy = {k: doc[k] for k in ("plan_id", "launch_id", "plugin_id", "artifact_digest")}
+    legacy |= {"schema": "ecpa-launch/0.1", "process_epoch": 1, "challenge": doc["challenge"]}
+    path.write_text(json.dumps(legacy))
+    (w.directory / "evidence" / log_name(doc["launch_id"])).write_bytes(b"")  # its 0.1 log
+    operator = TrustStore.from_dict({"schema": "ecpa-trust-store/0.1", "keys": _trust(w)["keys"]})
+    status = status_from_launch_dir(
+        w.directory,
+        now=NOW,
+        proc_root=w.proc_root,
+        host=HOST,
+        operator=OperatorTrust(operator, "t"),
+    )
+    assert not status.effective
+    assert "a 0.1 launch (no manager) with the manager's" in status.reasons[0].text
+
+
+def test_a_certificate_under_another_issuer_is_refused(w: Written) -> None:
+    """The operator lists the manager's key under another issuer too: a certificate whose
+    statement names that issuer verifies, and is still refused."""
+    elsewhere = dict(manager_entry(), issuer="urn:ecpa:elsewhere")
+    operator = TrustStore.from_dict(
+        {"schema": "ecpa-trust-store/0.1", "keys": [manager_entry(), elsewhere]}
+    )
+    from ecpa.profile import sign as signing
+    from ecpa.runtime.model import enrollment as module
+
+    real = module.sign
+    module.sign = lambda st, key: signing.sign({**st, "issuer": "urn:ecpa:elsewhere"}, key)  # type: ignore[assignment]
+    try:
+        line = certificate_line(
+            _enrollment(w, b"\0" * 31 + b"k"), _expected(w), MANAGER, issued_at=NOW
+        )
+    finally:
+        module.sign = real
+    _with(w, line)
+    status = _status(w, OperatorTrust(operator, "t"))
+    assert not status.effective
+    assert "expected issuer 'urn:ecpa:manager'" in status.reasons[0].text
+
+
+def test_a_record_naming_another_identity_than_its_key_certificate_is_refused(
+    w: Written,
+) -> None:
+    """The certificate binds the key to host, pid, start ticks and boot id: a record signed
+    with it that names the same pid and ticks on another boot is refused."""
+    from dataclasses import replace as replaced
+
+    who = replaced(w.processes[S0], boot_id="another-boot")
+    signer = process_signer(S0, who, b"\0" * 31 + b"k")
+    at = NOW
+    window = Window(4, 16, 12, 4, 0, 0, at - 1, at, at, 4, at, None)
+    line = record_line(build_evidence(environment(w.directory), who, signer, window, issued_at=at))
+    log = w.directory / "evidence" / w.directory.name / log_name(signer.kid)
+    with log.open("ab") as out:
+        out.write(line)
+    status = _status(w)
+    assert any("which the manager certified for" in t for t in _refusals(status))

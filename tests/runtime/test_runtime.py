@@ -79,7 +79,7 @@ def counters(seq: int, ident: ProcessIdentity = IDENT, **changes: Any) -> bytes:
 def binding_doc() -> dict[str, Any]:
     """The 0.1 binding members of EXPECTED (what a binding file or 0.1 launch.json holds)."""
     skip = ("slots", "version", "supervisor", "excluded", "judges_abstention")
-    skip += ("host_evidence", "host_policy")
+    skip += ("host_evidence", "host_policy", "certified")
     return {k: v for k, v in dataclasses.asdict(EXPECTED).items() if k not in skip}
 
 

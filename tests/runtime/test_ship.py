@@ -133,7 +133,9 @@ def written(tmp_path: Path) -> Written:
 def test_every_complete_line_is_stored_once_byte_for_byte(pg_dsn: str, written: Written) -> None:
     report = ship(pg_dsn, written)
     lines = file_lines(written)
-    assert report.stored == len(lines) == 3 * 40 + 2 + 3  # and a certificate per process
+    assert (
+        report.stored == len(lines) == 3 * 40 + 2 + 4
+    )  # and the launch's seal, a certificate per process
     stored = stored_lines(pg_dsn, written.directory.name)
     assert len(stored) == len(set(stored))
     assert set(stored) == lines
@@ -284,7 +286,7 @@ def test_cli_ship_once_then_status_db_json(pg_dsn: str, tmp_path: Path) -> None:
     written = live_launch(tmp_path, slots=3, records=40)
     out = ecpa("ship", "--launch", written.directory, "--db", pg_dsn, "--once")
     assert out.returncode == 0, out.stderr
-    assert f"{3 * 40 + 3} line(s) stored" in out.stdout  # records and certificates
+    assert f"{3 * 40 + 4} line(s) stored" in out.stdout  # records and certificates
     st = ecpa("status", "--db", pg_dsn, "--launch-id", written.directory.name, "--json")
     assert st.returncode == 0, st.stdout + st.stderr
     doc = json.loads(st.stdout)
@@ -887,7 +889,7 @@ def test_libpq_password_file_and_variables_keep_the_password_off_the_command_lin
     passfile.chmod(0o600)
     stored = ship({**base, "PGPASSFILE": str(passfile)})
     assert stored.returncode == 0, stored.stderr
-    assert "6 line(s) stored" in stored.stdout  # 5 records, 1 certificate
+    assert "7 line(s) stored" in stored.stdout  # 5 records, 2 certificates
     (home / ".pgpass").write_text(passfile.read_text())
     (home / ".pgpass").chmod(0o600)
     again = ship(base)  # ~/.pgpass, by libpq's own default
@@ -947,8 +949,9 @@ def test_a_certificate_removed_from_the_store_gives_false(pg_dsn: str, written: 
     ship(pg_dsn, written)
     removed = _execute(
         pg_dsn,
-        "DELETE FROM ecpa_evidence WHERE launch_id = %s AND source = %s AND file_offset = 0",
-        (written.directory.name, ENROLLMENTS_FILE),
+        "DELETE FROM ecpa_evidence WHERE launch_id = %s AND source = %s AND file_offset = ("
+        "SELECT max(file_offset) FROM ecpa_evidence WHERE launch_id = %s AND source = %s)",
+        (written.directory.name, ENROLLMENTS_FILE) * 2,
     )
     assert removed == 1
     status = remote(pg_dsn, written)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -237,7 +237,9 @@ def audit_launch_dir(
     expected = files.expected
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
-    store, keys = files.trusted(found)
+    judged = files.trusted(found)
+    store, keys = judged.store, judged.reasons
+    expected = replace(expected, certified=judged.identities)
     logs = open_process_logs(directory / "evidence" / expected.launch_id)
     read: list[tuple[str, list[LogLine]]] = []
     try:
@@ -345,16 +347,21 @@ def audit_store(
                 ErrorCode.TRUST_STORE_CONFIG, f"expected a trust store shipped with {where}"
             )
         expected = launch_from_bytes(row.launch_doc, where)
+        if expected.launch_id != launch_id:  # another launch's files under this id
+            raise invalid_input(f"{where}: its launch.json is of {expected.launch_id!r}"[:300])
         claimed = TrustStore.from_dict(parse_object(row.trust_doc, what=f"trust store of {where}"))
         when = db.server_now() if now is None else now
         found = operator_trust() if operator is None else operator
-        trust, keys = launch_keys(
+        judged = launch_keys(
             claimed,
             expected,
+            launch_doc=row.launch_doc,
             certificates=stored_certificates(db, launch_id),
             operator=found.store,
             operator_where=found.where,
         )
+        trust, keys = judged.store, judged.reasons
+        expected = replace(expected, certified=judged.identities)
         logs = []
         for name in sorted(db.sources(launch_id)):
             if not LOG_NAME.fullmatch(name):

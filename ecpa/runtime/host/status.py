@@ -24,13 +24,13 @@ from pathlib import Path
 
 from ecpa._files import check_private_dir, open_regular, read_bounded
 from ecpa._text import iso_utc
-from ecpa.errors import EcpaError, ErrorCode
+from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import judge_logs, open_process_logs
 from ecpa.runtime.judge import history
-from ecpa.runtime.judge.certified import launch_keys
+from ecpa.runtime.judge.certified import LaunchKeys, launch_keys
 from ecpa.runtime.judge.derive import derive, verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
@@ -113,7 +113,7 @@ class LaunchDir:
             raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, exc.detail) from None
         return TrustStore.from_dict(doc)
 
-    def trusted(self, operator: OperatorTrust) -> tuple[TrustStore, list[Reason]]:
+    def trusted(self, operator: OperatorTrust) -> LaunchKeys:
         """The keys of ``trust.json`` that the manager's certificates, checked against the
         ``operator``'s trust store, back (:func:`~ecpa.runtime.judge.certified.launch_keys`),
         and the reasons that say so or why not.
@@ -125,6 +125,7 @@ class LaunchDir:
         return launch_keys(
             self.trust_store(),
             self.expected,
+            launch_doc=self.launch_doc,
             certificates=self.certificates,
             operator=operator.store,
             operator_where=operator.where,
@@ -169,6 +170,10 @@ def read_launch_dir(directory: Path) -> LaunchDir:
         except EcpaError as exc:
             certificates = exc
     expected = launch_from_bytes(launch, f"launch {launch_file}")
+    name = os.path.basename(os.path.realpath(directory))  # ecpa run names it after its launch
+    if expected.version != "0.1" and expected.launch_id != name:
+        found = f"found one of {expected.launch_id!r} (another launch's files)"[:200]
+        raise invalid_input(f"expected in {directory} the launch.json of {name!r}, {found}")
     ended_at = None
     if isinstance(ended_bytes, bytes):
         ended: str | None = ended_from_bytes(ended_bytes, exit_file.name)
@@ -278,9 +283,11 @@ def status_from_launch_dir(
         now, save_checkpoints = files.ended_at, False
     if max_abstain is not None:
         expected = replace(expected, max_abstain_s=max_abstain, judges_abstention=True)
-    keys: list[Reason] = []
+    keys: tuple[Reason, ...] = ()
     try:
-        store, keys = files.trusted(found)
+        judged = files.trusted(found)
+        store, keys = judged.store, judged.reasons
+        expected = replace(expected, certified=judged.identities)
         if expected.version == "0.1":
             log = files.directory / "evidence" / log_name(expected.launch_id)
             status = _derive_file(

@@ -1,26 +1,48 @@
-"""Which keys of a launch are trusted (docs/keys.md): the launch's own ``trust.json`` only
-as far as the manager's enrollment certificates, checked against the operator's trust store,
-back it (:mod:`ecpa.runtime.model.enrollment`). Pure: the stores and the certificates'
-bytes are parameters; the reasons say what was found."""
+"""Which keys of a launch are trusted, and whether its ``launch.json`` is (docs/keys.md): the
+launch's own ``trust.json`` only as far as the manager's certificates, checked against the
+operator's trust store, back it (:mod:`ecpa.runtime.model.certificates`). Pure: the stores,
+the files' bytes are parameters; the reasons say what was found."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ecpa.errors import EcpaError
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.model.enrollment import (
-    ENROLLMENTS_FILE,
+from ecpa.runtime.model.certificates import (
+    identities_of,
     read_certificates,
     trusted_keys,
     vouchers_of,
 )
+from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE
 from ecpa.runtime.model.launch import ExpectedLaunch
+from ecpa.runtime.model.process import ProcessIdentity
 
-__all__ = ["MAX_SAID", "launch_keys"]
+__all__ = ["MAX_SAID", "LaunchKeys", "launch_keys"]
 
 #: Each kind of problem is said for at most this many lines; the rest are counted.
 MAX_SAID = 5
 _NONE = TrustStore.from_dict({"schema": TRUST_STORE_SCHEMA, "keys": []})
+
+
+@dataclass(frozen=True)
+class LaunchKeys:
+    """The trust a launch's evidence is judged under."""
+
+    #: The keys of ``trust.json`` that are backed, as the verifier takes them.
+    store: TrustStore
+    #: ``certified`` (passes) or the failing reasons.
+    reasons: tuple[Reason, ...]
+    #: The process each certified key was enrolled for (empty for a 0.1 launch).
+    identities: Mapping[str, ProcessIdentity] = field(default_factory=dict)
+
+    @property
+    def failing(self) -> tuple[Reason, ...]:
+        """The reasons that make the launch not effective."""
+        return tuple(r for r in self.reasons if r.fails)
 
 
 def _said(code: ReasonCode, lines: list[str]) -> list[Reason]:
@@ -34,40 +56,55 @@ def launch_keys(
     launch_trust: TrustStore,
     expected: ExpectedLaunch,
     *,
+    launch_doc: bytes,
     certificates: bytes | EcpaError | None,
     operator: TrustStore | None,
     operator_where: str,
-) -> tuple[TrustStore, list[Reason]]:
-    """The trust store the launch's evidence is verified with, and the reasons: ``certified``
-    when every key of ``launch_trust`` is backed, else ``no_operator_trust``,
-    ``enrollment_refused`` (a certificate line refused) or ``uncertified_key`` (a key backed
-    by nothing), each failing. ``certificates``: the bytes of ``enrollments.jsonl`` (None:
-    there is none; an error: it could not be read); ``operator``: the operator's trust
-    store (None: none found, ``operator_where`` says where it was looked for). A 0.1 launch
-    has no manager: its keys are backed by the operator's store itself. The texts never
-    name where a store found lives: an audit report derived again elsewhere, from the same
-    store at another path, is the same report."""
+) -> LaunchKeys:
+    """The trust the evidence of the launch ``expected`` (read from ``launch_doc``) is judged
+    under, and the reasons: ``certified`` when ``launch.json`` is the one the manager sealed
+    and every key of ``launch_trust`` is backed, else ``no_operator_trust``,
+    ``enrollment_refused`` (a certificate line refused, or none sealing ``launch.json``) or
+    ``uncertified_key`` (a key backed by nothing), each failing. ``certificates``: the bytes
+    of ``enrollments.jsonl`` (None: there is none; an error: it could not be read);
+    ``operator``: the operator's trust store (None: none found, ``operator_where`` says where
+    it was looked for). A 0.1 launch has no manager: its keys are backed by the operator's
+    store itself, and a 0.1 launch with certificates is refused (a 0.2 launch rewritten).
+    The texts never name where a store found lives: an audit report derived again
+    elsewhere, from the same store at another path, is the same report."""
     if operator is None:
         text = (
             f"no operator trust store ({operator_where}): a launch's keys are trusted only "
             "through certificates of a manager key the operator lists (--trust FILE or "
             "$ECPA_TRUST_STORE; docs/keys.md)"
         )
-        return _NONE, [Reason(ReasonCode.NO_OPERATOR_TRUST, text)]
+        return LaunchKeys(_NONE, (Reason(ReasonCode.NO_OPERATOR_TRUST, text),))
     reasons: list[Reason] = []
+    identities: dict[str, ProcessIdentity] = {}
+    torn = False
     if expected.version == "0.1":
         vouched = {(t.entry.issuer, t.entry.kid): t for t in operator}
         by = "entry of the operator's trust store"
-        torn = False
+        if certificates is not None:
+            text = f"a 0.1 launch (no manager) with the manager's {ENROLLMENTS_FILE}: refused"
+            reasons.append(Reason(ReasonCode.ENROLLMENT_REFUSED, text))
     else:
         refused: list[str] = []
         if isinstance(certificates, EcpaError):
             refused.append(f"{ENROLLMENTS_FILE} unreadable: {certificates.detail}")
             certificates = None
-        certified = read_certificates(certificates or b"", operator, expected)
+        certified = read_certificates(certificates or b"", operator, expected, launch_doc)
         refused += certified.refused
+        if certified.unread:
+            refused.append(f"{certified.unread} later line(s) of {ENROLLMENTS_FILE} not read")
+        elif not refused and not certified.sealed:
+            refused.append(
+                f"no certificate of the manager seals launch.json ({ENROLLMENTS_FILE}: "
+                f"{certified.lines} line(s)): its slots, windows and supervisor are not trusted"
+            )
         reasons += _said(ReasonCode.ENROLLMENT_REFUSED, refused)
-        vouched = vouchers_of(certified)
+        vouched = vouchers_of(certified)  # as far as read: false anyway when one is refused
+        identities = identities_of(certified)
         by = (
             "certificate of a manager key the operator's trust store lists "
             f"({ENROLLMENTS_FILE}: {certified.lines} line(s))"
@@ -82,7 +119,9 @@ def launch_keys(
             else "the manager's certificates, checked against the operator's trust store"
         )
         text = f"{len(store)} key(s) of trust.json backed by {how}"
+        if expected.version != "0.1":
+            text += "; launch.json as the manager sealed it"
         if torn:
             text += f"; the last line of {ENROLLMENTS_FILE} is torn (a crash), not read"
         reasons.append(Reason(ReasonCode.CERTIFIED, text))
-    return store, reasons
+    return LaunchKeys(store, tuple(reasons), identities)

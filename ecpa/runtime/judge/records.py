@@ -120,6 +120,14 @@ def _check_process_key(
             ErrorCode.BINDING_MISMATCH,
             f"record of process key {kid!r} in another process's file {log_name(file_kid)!r}",
         )
+    certified = None if expected.certified is None else expected.certified.get(kid)
+    if certified is not None and certified != identity:
+        raise EcpaError(
+            ErrorCode.BINDING_MISMATCH,
+            f"record naming {identity.start_identity} on {identity.host!r}, signed with key "
+            f"{kid!r}, which the manager certified for {certified.start_identity} on "
+            f"{certified.host!r}",
+        )
     if slot not in expected.slots:
         named = ", ".join(s.name for s in expected.slots)
         raise EcpaError(

@@ -1,49 +1,39 @@
-"""Enrollment certificates (docs/keys.md): the manager's signed word that a process key
-belongs to one process of one launch, so that nothing written in the launch directory or the
-evidence store can make a key trusted.
+"""Enrollment certificates (docs/keys.md): the manager's signed word on a launch, and on
+each process key that belongs to one process of it, so that nothing written in the launch
+directory or the evidence store can make a launch or a key trusted. This module is their
+format; :mod:`ecpa.runtime.model.certificates` reads and checks them.
 
-When ``ecpa run`` enrolls a process key it appends a certificate to the launch's
-``enrollments.jsonl``: an evidence record (RUNTIME.md's line format) whose raw record, the
-*body*, is the JCS object ``{"schema": "ecpa-enrollment/0.1", "seq", "event", "launch_id",
-"issuer", "kid", "public_key_b64", "subjects", "role", "ordinal", "process": {"host", "pid",
-"start_ticks", "boot_id"}, "not_before", "not_after"}``, and whose statement, signed by the
-manager's key, is bound to the launch (plan, launch, plugin, artifact digest, epoch; nonce
-``<challenge>:enrollment:<seq>``), names the process (``process``: its slot and start
-identity) and carries the body's digest. ``event`` ``"enrolled"`` opens a key's window;
-``"closed"`` (written when the launch ends) ends it early. ``seq`` grows by line.
+``ecpa run`` appends its certificates to the launch's ``enrollments.jsonl``, each an evidence
+record (RUNTIME.md's line format) whose raw record, the *body*, is a JCS object, and whose
+statement, signed by the manager's key, is bound to the launch (plan, launch, plugin,
+artifact digest, epoch; nonce ``<challenge>:enrollment:<seq>``), names a process and carries
+the body's digest. ``seq`` grows by line, from 1:
 
-A reader trusts a process key only through such a certificate, verified by PROFILE §3 as of
-its own ``issued_at`` against the **operator's** trust store (outside the launch directory,
-holding the manager's public key under subject ``process-key``), and only as far as the
-launch's ``trust.json`` agrees: a key that ``trust.json`` lists and no certificate vouches
-for (added, or its public key changed) is reported (``uncertified_key``), and the launch is
-not effective. The checks here are pure: bytes and stores in, findings out.
+- the first, before the command starts, seals the launch: ``{"schema":
+  "ecpa-launch-certificate/0.1", "seq": 1, "event": "launched", "launch_id",
+  "launch_sha256"}``, the SHA-256 of ``launch.json``'s exact bytes (its slots, windows,
+  supervisor, host evidence: everything a verdict reads from it), its statement naming the
+  supervisor (role ``supervisor``);
+- one per process key enrolled: ``{"schema": "ecpa-enrollment/0.1", "seq", "event",
+  "launch_id", "issuer", "kid", "public_key_b64", "subjects", "role", "ordinal", "process":
+  {"host", "pid", "start_ticks", "boot_id"}, "not_before", "not_after"}``, its statement
+  naming that process (its slot and start identity). ``event`` ``"enrolled"`` opens the
+  key's window; ``"closed"`` (written when the launch ends) ends it early.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
-from ecpa.errors import EcpaError
 from ecpa.profile.jcs import canonicalize
 from ecpa.profile.keys import Ed25519Signer, VerifyKey
 from ecpa.profile.sign import sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
 from ecpa.profile.strict_json import parse_object
-from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustedKey, TrustStore
-from ecpa.profile.verify import DEFAULT_POLICY, Binding
 from ecpa.runtime.model.enroll import kid_for
-from ecpa.runtime.model.evidence import (
-    Evidence,
-    evidence_digest,
-    issued_at_of,
-    parse_record,
-    record_line,
-    verify_evidence,
-)
+from ecpa.runtime.model.evidence import Evidence, evidence_digest, record_line
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import ProcessIdentity
 
@@ -52,18 +42,22 @@ __all__ = [
     "CERTIFY_SUBJECT",
     "ENROLLMENTS_FILE",
     "ENROLLMENT_SCHEMA",
+    "LAUNCH_CERTIFICATE_SCHEMA",
     "MANAGER_ISSUER",
     "MAX_ENROLLMENTS_BYTES",
-    "Certified",
+    "SUPERVISOR_ROLE",
     "Enrollment",
+    "Sealed",
     "certificate_line",
+    "launch_certificate_line",
+    "launch_sha256",
     "manager_kid",
-    "read_certificates",
-    "trusted_keys",
-    "vouchers_of",
+    "nonce",
+    "parse_body",
 ]
 
 ENROLLMENT_SCHEMA = "ecpa-enrollment/0.1"
+LAUNCH_CERTIFICATE_SCHEMA = "ecpa-launch-certificate/0.1"
 #: The launch directory's file of certificates, and its source name in the evidence store.
 ENROLLMENTS_FILE = "enrollments.jsonl"
 #: The issuer of every manager key in an operator's trust store.
@@ -71,13 +65,16 @@ MANAGER_ISSUER = "urn:ecpa:manager"
 #: The subject a manager key must be trusted for, and its certificates' statements carry.
 CERTIFY_SUBJECT = "process-key"
 CERTIFY_OBLIGATION = "process-key-enrollment"
+#: The role the launch certificate's statement gives the supervisor.
+SUPERVISOR_ROLE = "supervisor"
 _EVENTS = ("enrolled", "closed")
-#: A launch's certificates, at most: about 1.5 KB each, two per process (enrolled, closed).
-MAX_ENROLLMENTS_BYTES = 64 << 20
+#: A launch's certificates, at most: about 2 KB each, two per process (enrolled, closed).
+MAX_ENROLLMENTS_BYTES = 16 << 20
 _MEMBERS = frozenset({
     "schema", "seq", "event", "launch_id", "issuer", "kid", "public_key_b64", "subjects",
     "role", "ordinal", "process", "not_before", "not_after",
 })  # fmt: skip
+_SEALED = frozenset({"schema", "seq", "event", "launch_id", "launch_sha256"})
 
 
 def manager_kid(public: VerifyKey) -> str:
@@ -86,9 +83,14 @@ def manager_kid(public: VerifyKey) -> str:
     return "manager-" + hashlib.sha256(public.raw).hexdigest()[:16]
 
 
+def launch_sha256(launch_doc: bytes) -> str:
+    """What the launch certificate says of ``launch.json``: the SHA-256 of its bytes."""
+    return hashlib.sha256(launch_doc).hexdigest()
+
+
 @dataclass(frozen=True)
 class Enrollment:
-    """What one certificate says: a key, the process it belongs to, and its window."""
+    """What one key certificate says: a key, the process it belongs to, and its window."""
 
     seq: int
     event: str
@@ -138,8 +140,52 @@ class Enrollment:
         }
 
 
-def _nonce(launch: ExpectedLaunch, seq: int) -> str:
+@dataclass(frozen=True)
+class Sealed:
+    """What the launch certificate says: the digest of ``launch.json``'s bytes."""
+
+    seq: int
+    launch_sha256: str
+
+
+def nonce(launch: ExpectedLaunch, seq: int) -> str:
+    """The ``challenge_nonce`` of certificate ``seq`` of ``launch``."""
     return f"{launch.challenge}:enrollment:{seq}"
+
+
+def _line(
+    raw: bytes,
+    launch: ExpectedLaunch,
+    key: Ed25519Signer,
+    *,
+    seq: int,
+    event: str,
+    process: dict[str, Any],
+    issued_at: int,
+    ttl: int,
+) -> bytes:
+    statement = {
+        "schema": STATEMENT_SCHEMA,
+        "profile": PROFILE_ID,
+        "issuer": MANAGER_ISSUER,
+        "kid": manager_kid(key.public_key),
+        "subject": CERTIFY_SUBJECT,
+        "plan_id": launch.plan_id,
+        "launch_id": launch.launch_id,
+        "plugin_id": launch.plugin_id,
+        "obligation": CERTIFY_OBLIGATION,
+        "event": event,
+        "challenge_nonce": nonce(launch, seq),
+        "artifact_digest": launch.artifact_digest,
+        "evidence_digest": evidence_digest(raw),
+        "process": {**process, "epoch": launch.process_epoch},
+        "observed_at": issued_at,
+        "issued_at": issued_at,
+        "expires_at": issued_at + ttl,
+        "critical_claims": [],
+    }
+    signed = sign(statement, key)
+    return record_line(Evidence(signed.payload, signed.detached_jws, raw))
 
 
 def certificate_line(
@@ -156,48 +202,64 @@ def certificate_line(
         EcpaError: the codes of :func:`ecpa.profile.sign.sign` for a launch whose values a
             verifier would refuse.
     """
-    raw = canonicalize(enrollment.body(launch.launch_id))
     who, slot = enrollment.identity, enrollment.slot
-    statement = {
-        "schema": STATEMENT_SCHEMA,
-        "profile": PROFILE_ID,
-        "issuer": MANAGER_ISSUER,
-        "kid": manager_kid(key.public_key),
-        "subject": CERTIFY_SUBJECT,
-        "plan_id": launch.plan_id,
-        "launch_id": launch.launch_id,
-        "plugin_id": launch.plugin_id,
-        "obligation": CERTIFY_OBLIGATION,
-        "event": enrollment.event,
-        "challenge_nonce": _nonce(launch, enrollment.seq),
-        "artifact_digest": launch.artifact_digest,
-        "evidence_digest": evidence_digest(raw),
-        "process": {
-            "host": who.host,
-            "role": slot.role,
-            "start_identity": who.start_identity,
-            "ordinal": slot.ordinal,
-            "epoch": launch.process_epoch,
-        },
-        "observed_at": issued_at,
-        "issued_at": issued_at,
-        "expires_at": issued_at + ttl,
-        "critical_claims": [],
+    process = {
+        "host": who.host,
+        "role": slot.role,
+        "start_identity": who.start_identity,
+        "ordinal": slot.ordinal,
     }
-    signed = sign(statement, key)
-    return record_line(Evidence(signed.payload, signed.detached_jws, raw))
+    raw = canonicalize(enrollment.body(launch.launch_id))
+    return _line(
+        raw,
+        launch,
+        key,
+        seq=enrollment.seq,
+        event=enrollment.event,
+        process=process,
+        issued_at=issued_at,
+        ttl=ttl,
+    )
 
 
-@dataclass
-class Certified:
-    """What a launch's certificates establish: the newest word on each key, and every line
-    refused (each a reason the launch is not effective: only the manager writes there)."""
+def launch_certificate_line(
+    launch: ExpectedLaunch,
+    launch_doc: bytes,
+    supervisor: ProcessIdentity,
+    key: Ed25519Signer,
+    *,
+    issued_at: int,
+    ttl: int = 300,
+) -> bytes:
+    """The first line of ``enrollments.jsonl``: the manager's seal on ``launch_doc`` (the
+    exact bytes of ``launch.json``), naming the ``supervisor``.
 
-    keys: dict[str, Enrollment] = field(default_factory=dict)
-    refused: list[str] = field(default_factory=list)
-    #: A last line without its newline (a write cut by a crash): reported, never read.
-    torn: bool = False
-    lines: int = 0
+    Raises:
+        EcpaError: as :func:`certificate_line`.
+    """
+    body = {
+        "schema": LAUNCH_CERTIFICATE_SCHEMA,
+        "seq": 1,
+        "event": "launched",
+        "launch_id": launch.launch_id,
+        "launch_sha256": launch_sha256(launch_doc),
+    }
+    process = {
+        "host": supervisor.host,
+        "role": SUPERVISOR_ROLE,
+        "start_identity": supervisor.start_identity,
+        "ordinal": 0,
+    }
+    return _line(
+        canonicalize(body),
+        launch,
+        key,
+        seq=1,
+        event="launched",
+        process=process,
+        issued_at=issued_at,
+        ttl=ttl,
+    )
 
 
 def _text(doc: dict[str, Any], name: str) -> str:
@@ -214,10 +276,28 @@ def _count(doc: dict[str, Any], name: str) -> int:
     return value
 
 
-def _enrollment(body: bytes) -> tuple[Enrollment, str]:
-    """The body's fields, each checked (``ValueError`` naming what is wrong), and the
-    launch it names."""
+def _sealed(doc: dict[str, Any]) -> Sealed:
+    if set(doc) != _SEALED or doc.get("event") != "launched":
+        raise ValueError(
+            f"expected a launch certificate with members {sorted(_SEALED)} and event "
+            f"'launched', found {sorted(doc)}"[:300]
+        )
+    digest = _text(doc, "launch_sha256")
+    if len(digest) != 64 or digest.strip("0123456789abcdef"):
+        raise ValueError(f"expected launch_sha256 as 64 lowercase hex, found {digest!r}"[:200])
+    return Sealed(_count(doc, "seq"), digest)
+
+
+def parse_body(body: bytes) -> tuple[Enrollment | Sealed, str]:
+    """A certificate's body, each field checked, and the launch it names.
+
+    Raises:
+        ValueError: naming what is wrong; EcpaError: strict JSON's codes, or
+            ``ECPA_INVALID_KEY`` for a public key no verifier accepts.
+    """
     doc = parse_object(body, what="certificate body")
+    if doc.get("schema") == LAUNCH_CERTIFICATE_SCHEMA:
+        return _sealed(doc), _text(doc, "launch_id")
     if set(doc) != _MEMBERS or doc.get("schema") != ENROLLMENT_SCHEMA:
         raise ValueError(
             f"expected an {ENROLLMENT_SCHEMA} body with members {sorted(_MEMBERS)}, found "
@@ -262,144 +342,3 @@ def _enrollment(body: bytes) -> tuple[Enrollment, str]:
         )
     VerifyKey.from_b64(found.public_key_b64)  # every rule of PROFILE §5 (no small order)
     return found, _text(doc, "launch_id")
-
-
-def _check(line: bytes, operator: TrustStore, launch: ExpectedLaunch) -> Enrollment:
-    """The enrollment one certificate line vouches for (``ValueError`` or ``EcpaError``)."""
-    evidence = parse_record(line)
-    if evidence.host_evidence is None:
-        raise ValueError("expected a certificate with its body (host_evidence_b64), found none")
-    enrollment, launch_id = _enrollment(evidence.host_evidence)
-    if launch_id != launch.launch_id:
-        raise ValueError(
-            f"expected a certificate of launch {launch.launch_id!r}, found {launch_id!r}"[:300]
-        )
-    at = issued_at_of(evidence.payload)
-    if at is None:
-        raise ValueError("expected a statement with an integer issued_at")
-    binding = Binding(
-        plan_id=launch.plan_id,
-        launch_id=launch.launch_id,
-        plugin_id=launch.plugin_id,
-        artifact_digest=launch.artifact_digest,
-        process_epoch=launch.process_epoch,
-        challenge_nonce=_nonce(launch, enrollment.seq),
-    )
-    # As of its own issue: the manager's key must have been trusted then (and still be
-    # listed, enabled, for this subject); its signature covers the body's digest.
-    st = verify_evidence(evidence, operator, now=at, policy=DEFAULT_POLICY, binding=binding)
-    statement = st.statement
-    said = (statement.subject, statement.obligation, statement.event)
-    if said != (CERTIFY_SUBJECT, CERTIFY_OBLIGATION, enrollment.event):
-        raise ValueError(
-            f"expected subject {CERTIFY_SUBJECT!r}, obligation {CERTIFY_OBLIGATION!r} and the "
-            f"body's event {enrollment.event!r}, found {said!r}"[:300]
-        )
-    p, who = statement.process, enrollment.identity
-    if (p.host, p.start_identity, p.role, p.ordinal) != (
-        who.host,
-        who.start_identity,
-        enrollment.slot.role,
-        enrollment.slot.ordinal,
-    ):
-        raise ValueError("expected the statement's process to be the body's, found another")
-    return enrollment
-
-
-def read_certificates(data: bytes, operator: TrustStore, launch: ExpectedLaunch) -> Certified:
-    """What the certificate lines in ``data`` (an ``enrollments.jsonl``'s bytes, or the
-    store's lines each ending in a newline) establish for ``launch`` under the operator's
-    trust store ``operator`` (see the module's text). Each is verified as of its own
-    ``issued_at``, whatever the reader's time: the windows it vouches for say when a key is
-    valid. Never raises: each line refused is said in :attr:`Certified.refused` with its
-    line number and why."""
-    found = Certified()
-    lines = data.split(b"\n")
-    if lines[-1]:
-        found.torn = True
-    last_seq = 0
-    for number, raw in enumerate(lines[:-1], start=1):
-        line = raw.removesuffix(b"\r")
-        if not line.strip():
-            continue
-        found.lines += 1
-        try:
-            enrollment = _check(line, operator, launch)
-            if enrollment.seq <= last_seq:
-                raise ValueError(f"expected seq above {last_seq}, found {enrollment.seq}")
-            _merge(found.keys, enrollment)
-        except (ValueError, EcpaError) as exc:
-            why = f"{exc.code.value}: {exc.detail}" if isinstance(exc, EcpaError) else str(exc)
-            found.refused.append(f"{ENROLLMENTS_FILE} line {number}: {why}"[:400])
-            continue
-        last_seq = enrollment.seq
-    return found
-
-
-def _merge(keys: dict[str, Enrollment], new: Enrollment) -> None:
-    """``new`` into ``keys``: a first ``enrolled`` opens a key; a later word on the same key
-    must name the same key, issuer and process, and may only close its window."""
-    old = keys.get(new.kid)
-    if old is None:
-        if new.event != "enrolled":
-            raise ValueError(f"expected key {new.kid!r} enrolled before it is closed")
-        keys[new.kid] = new
-        return
-    same = (old.issuer, old.public_key_b64, old.identity, old.slot, old.subjects) == (
-        new.issuer,
-        new.public_key_b64,
-        new.identity,
-        new.slot,
-        new.subjects,
-    )
-    if new.event != "closed" or not same:
-        raise ValueError(f"expected key {new.kid!r} once (one key per process), found it again")
-    keys[new.kid] = replace(
-        old, not_after=max(old.not_before, min(old.not_after, new.not_after)), seq=new.seq
-    )
-
-
-def vouchers_of(certified: Certified) -> dict[tuple[str, str], TrustedKey]:
-    """The entries ``certified``'s certificates vouch for, by (issuer, kid)."""
-    store = TrustStore.from_dict(
-        {"schema": TRUST_STORE_SCHEMA, "keys": [e.entry() for e in certified.keys.values()]}
-    )
-    return {(t.entry.issuer, t.entry.kid): t for t in store}
-
-
-def trusted_keys(
-    vouched: Mapping[tuple[str, str], TrustedKey], launch_trust: TrustStore, *, by: str
-) -> tuple[TrustStore, list[str]]:
-    """The trust store a launch's evidence is verified with: each entry of the launch's own
-    ``trust.json`` (``launch_trust``) that a voucher (the entry a certificate vouches for,
-    or for a 0.1 launch the operator's own) backs with the same issuer, kid and public key,
-    its window the overlap of both, its subjects those both list, enabled only if both say
-    so; and a line for each entry nothing backs (``uncertified_key``). ``by`` names the
-    vouchers in those lines."""
-    entries: list[dict[str, Any]] = []
-    unbacked: list[str] = []
-    for trusted in launch_trust:
-        mine = trusted.entry
-        voucher = vouched.get((mine.issuer, mine.kid))
-        if voucher is None or voucher.key != trusted.key:
-            how = "no" if voucher is None else "another public key in the"
-            unbacked.append(
-                f"trust.json lists key {mine.kid!r} of {mine.issuer!r}: {how} {by} for it"[:300]
-            )
-            continue
-        theirs = voucher.entry
-        subjects = [s for s in theirs.subjects if s in mine.subjects]
-        start = max(theirs.not_before, mine.not_before)
-        end = min(theirs.not_after, mine.not_after)
-        entries.append(
-            {
-                "issuer": mine.issuer,
-                "kid": mine.kid,
-                "public_key_b64": trusted.key.to_b64(),
-                "subjects": subjects or list(theirs.subjects),
-                "enabled": mine.enabled and theirs.enabled and bool(subjects) and start <= end,
-                "not_before": start,
-                "not_after": max(start, end),
-            }
-        )
-    return TrustStore.from_dict({"schema": TRUST_STORE_SCHEMA, "keys": entries}), unbacked

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +165,9 @@ class ExpectedLaunch:
     host_evidence: str = "off"
     #: The policy the host must have resolved (``module.Class``), or None: any.
     host_policy: str | None = None
+    #: The process each certified key was enrolled for, by kid (docs/keys.md): a record
+    #: signed with one must name exactly it. None: not known (a 0.1 launch, a bare log).
+    certified: Mapping[str, ProcessIdentity] | None = field(default=None, compare=False)
 
     @property
     def membership(self) -> Membership | None:

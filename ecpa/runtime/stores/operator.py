@@ -5,7 +5,8 @@ enrollment certificates make a launch's process keys trusted, and any other key 
 operator trusts (an auditor's receipts). It lives outside every launch directory and every
 evidence store: ``--trust FILE``, else ``$ECPA_TRUST_STORE``, else
 ``$XDG_CONFIG_HOME/ecpa/trust.json`` (``~/.config/ecpa/trust.json``) when it exists. A store
-another user owns, or that group or others may write, is refused: whoever can write it
+owned by a user other than this one or root, or that group or others may write (checked on
+the file as opened), or below a directory they may write, is refused: whoever can write it
 decides what is true.
 """
 
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ecpa._files import describe_mode
+from ecpa._files import check_ancestors, describe_mode, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.trust import TrustStore
+from ecpa.profile.strict_json import parse_object
+from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 
 __all__ = [
     "MANAGER_KEY_ENV",
@@ -64,21 +66,33 @@ class OperatorTrust:
     where: str
 
 
-def _check_owner(path: Path) -> None:
+def _owner(path: Path) -> Callable[[os.stat_result], None]:
+    """The check of the store's file as opened (not as named: nothing can be swapped in
+    between): owned by this user or root, not writable by group or others."""
+
+    def check(st: os.stat_result) -> None:
+        if st.st_uid not in (os.geteuid(), 0) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise EcpaError(
+                ErrorCode.TRUST_STORE_CONFIG,
+                f"expected the operator's trust store {path} owned by uid {os.geteuid()} or "
+                f"root and not writable by group or others, found owner uid {st.st_uid} and "
+                f"{describe_mode(st.st_mode)}",
+            )
+
+    return check
+
+
+def _load(path: Path) -> TrustStore:
+    check_ancestors(path, ErrorCode.TRUST_STORE_CONFIG, what="operator's trust store")
+    data = read_bounded(
+        path, MAX_TRUST_STORE_BYTES, ErrorCode.TRUST_STORE_CONFIG, follow=True, check=_owner(path)
+    )
     try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise EcpaError(
-            ErrorCode.TRUST_STORE_CONFIG,
-            f"expected the operator's trust store at {path}, found: {exc.strerror}",
-        ) from None
-    if st.st_uid not in (os.geteuid(), 0) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise EcpaError(
-            ErrorCode.TRUST_STORE_CONFIG,
-            f"expected the operator's trust store {path} owned by this user or root and not "
-            f"writable by group or others, found owner uid {st.st_uid} and "
-            f"{describe_mode(st.st_mode)}",
-        )
+        return TrustStore.from_dict(parse_object(data, what=str(path)))
+    except EcpaError as exc:
+        if exc.code is ErrorCode.TRUST_STORE_CONFIG:
+            raise
+        raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, exc.detail) from None
 
 
 def operator_trust(
@@ -89,7 +103,9 @@ def operator_trust(
 
     Raises:
         EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for a store named but missing, one
-            another user owns or others may write, or one that breaks a rule of PROFILE §5.
+            owned by a user other than this one or root, or that group or others may write
+            (it, as opened, or a directory above it, as ssh's StrictModes judges them), or
+            one that breaks a rule of PROFILE §5.
     """
     env = os.environ if environ is None else environ
     named = given if given is not None else (Path(env[TRUST_ENV]) if env.get(TRUST_ENV) else None)
@@ -98,5 +114,4 @@ def operator_trust(
         if not os.path.lexists(default):
             return OperatorTrust(None, f"none: no --trust, no ${TRUST_ENV}, no {default}")
         named = default
-    _check_owner(named)
-    return OperatorTrust(TrustStore.load(named), str(named))
+    return OperatorTrust(_load(named), str(named))

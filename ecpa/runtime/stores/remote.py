@@ -100,7 +100,7 @@ class StoredLog:
             return fresh
         try:
             doc = json.loads(rows[0][0]) if rows else None
-        except ValueError:
+        except (ValueError, RecursionError):  # any unusable checkpoint is a slower status
             doc = None
         if (
             not isinstance(doc, dict) or doc.get("basis") != self._basis
@@ -247,6 +247,12 @@ def status_from_store(
             now = store.server_now()
             clock_note = Reason(ReasonCode.CLOCK, f"now: {now}, the database server's clock")
         expected = launch_from_bytes(row.launch_doc, where)
+        if expected.launch_id != launch_id:  # another launch's files under this id
+            raise EcpaError(
+                ErrorCode.EVIDENCE_STORE,
+                f"{where}: expected its launch.json of launch {launch_id!r}, found one of "
+                f"{expected.launch_id!r}"[:300],
+            )
         if max_abstain is not None:  # replaces the launch's max_abstain_s
             expected = replace(expected, max_abstain_s=max_abstain, judges_abstention=True)
         boss = expected.supervisor
@@ -261,17 +267,17 @@ def status_from_store(
                 f"expected a trust store shipped with {where}, found none",
             )
         claimed = _trust(row.trust_doc, f"trust store of {where}")
-        trust_store, keys = launch_keys(
+        judged = launch_keys(
             claimed,
             expected,
+            launch_doc=row.launch_doc,
             certificates=stored_certificates(store, launch_id),
             operator=found.store,
             operator_where=found.where,
         )
-        basis = (
-            "keys:"
-            + hashlib.sha256(json.dumps(trust_store.to_dict(), sort_keys=True).encode()).hexdigest()
-        )
+        keys, trust_store = judged.reasons, judged.store
+        expected = replace(expected, certified=judged.identities)
+        basis = history.trust_basis(trust_store)
         save = save_checkpoints
         skipped: list[Reason] = []
         sources = []
