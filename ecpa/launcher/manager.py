@@ -20,6 +20,7 @@ PIN as :mod:`ecpa.hsm` says. Neither ever reaches the launched command.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,10 +67,11 @@ class ManagerKey:
         """Its key id in an operator's trust store (``manager-`` and 16 hex digits)."""
         return manager_kid(self.signer.public_key)
 
-    def unlisted(self, operator: OperatorTrust) -> str | None:
+    def unlisted(self, operator: OperatorTrust, now: int | None = None) -> str | None:
         """What to say when ``operator`` (the operator's trust store, as found) does not
-        trust this key for certificates (every status of the launch would then be false);
-        None when it does."""
+        trust this key for certificates at ``now`` (default: the clock), so that every
+        status of the launch would be false; None when it does."""
+        at = int(time.time()) if now is None else now
         store = operator.store
         found = None if store is None else store.lookup(MANAGER_ISSUER, self.kid)
         if (
@@ -78,7 +80,13 @@ class ManagerKey:
             and found.entry.enabled
             and CERTIFY_SUBJECT in found.entry.subjects
         ):
-            return None
+            if found.entry.not_before <= at <= found.entry.not_after:
+                return None
+            return (
+                f"the operator's trust store ({operator.where}) trusts the manager key "
+                f"{self.kid} from {found.entry.not_before} to {found.entry.not_after}, not "
+                f"now ({at}): every status of this launch will be false"
+            )
         where = operator.where if store is not None else str(default_trust_store())
         return (
             f"the operator's trust store ({operator.where}) does not trust the manager key "

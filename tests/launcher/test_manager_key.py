@@ -9,6 +9,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,36 @@ def test_the_launch_is_effective_only_while_the_operator_trusts_its_manager(
     assert "ATTESTATION_UNKNOWN_KEY" in doc["reasons"][0]["text"]
     run.send_signal(signal.SIGTERM)
     assert wait_until(lambda: run.poll() is not None, timeout=60)
+
+
+#: Runs `ecpa run` as the installed script does (standalone), then says whether this
+#: process may still be dumped (PR_GET_DUMPABLE, 3): 0 is what a PIN in its environment
+#: needs (a same-user process can no longer read /proc/<pid>/environ or its memory).
+_STANDALONE = (
+    "import ctypes, sys\n"
+    "from ecpa.cli import main\n"
+    "code = main(sys.argv[1:], standalone=True)\n"
+    "print('dumpable', ctypes.CDLL(None).prctl(3, 0, 0, 0, 0), 'exit', code)\n"
+)
+
+
+def test_ecpa_run_alone_cannot_be_read_by_its_command(tmp_path: Path) -> None:
+    """Checked on the flag, not by a read: this suite runs as root, whose reads of
+    /proc/<pid>/environ no flag stops (docs/keys.md, "The same user")."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    env = {
+        **clean_env(),
+        "ECPA_PKCS11_PIN": "1234",
+        "ECPA_MANAGER_KEY": str(
+            write_secret(tmp_path / "m.pem", ecpa.SigningKey.generate().to_pem().decode())
+        ),
+    }
+    args = ["run", "--plan", str(plan), "--evidence-dir", str(tmp_path / "runs"), "--", "true"]
+    for standalone, expected in ((True, "dumpable 0 exit 0"), (False, "dumpable 1 exit 0")):
+        code = _STANDALONE if standalone else _STANDALONE.replace("True", "False")
+        out = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert out.stdout.strip().splitlines()[-1] == expected, out.stderr

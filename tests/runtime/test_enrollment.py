@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -342,6 +343,39 @@ def test_an_operator_store_others_may_write_is_refused(tmp_path: Path) -> None:
     assert operator_trust(store).store is not None
 
 
+def test_an_operator_store_reached_through_a_symlink_is_judged_as_opened(
+    tmp_path: Path,
+) -> None:
+    """The mode is checked on the file the descriptor holds, not on the link's name."""
+    target = tmp_path / "real.json"
+    target.write_text(json.dumps({"schema": "ecpa-trust-store/0.1", "keys": [manager_entry()]}))
+    os.chmod(target, 0o666)
+    link = tmp_path / "trust.json"
+    link.symlink_to(target)
+    with pytest.raises(EcpaError) as refused:
+        operator_trust(link)
+    assert refused.value.code is ErrorCode.TRUST_STORE_CONFIG
+    os.chmod(target, 0o644)
+    assert operator_trust(link).store is not None
+
+
+def test_an_operator_store_below_a_directory_others_may_write_is_refused(
+    tmp_path: Path,
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    store = shared / "trust.json"
+    store.write_text(json.dumps({"schema": "ecpa-trust-store/0.1", "keys": [manager_entry()]}))
+    os.chmod(store, 0o644)
+    os.chmod(shared, 0o777)  # anyone may rename trust.json away and put theirs in
+    with pytest.raises(EcpaError) as refused:
+        operator_trust(store)
+    assert refused.value.code is ErrorCode.TRUST_STORE_CONFIG
+    assert str(shared) in refused.value.detail
+    os.chmod(shared, 0o777 | stat.S_ISVTX)  # sticky, as /tmp: only the owner may rename
+    assert operator_trust(store).store is not None
+
+
 def test_a_01_launch_key_the_operator_does_not_list_gives_false(tmp_path: Path) -> None:
     from tests.runtime.test_runtime import record
     from tests.runtime.test_runtime import write_launch as write_01
@@ -584,3 +618,21 @@ def test_a_record_naming_another_identity_than_its_key_certificate_is_refused(
         out.write(line)
     status = _status(w)
     assert any("which the manager certified for" in t for t in _refusals(status))
+
+
+def test_ecpa_run_says_when_the_operator_trusts_its_manager_key_but_not_now() -> None:
+    from ecpa.launcher.manager import ManagerKey
+
+    manager = ManagerKey(MANAGER, "test")
+
+    def store(**changed: Any) -> OperatorTrust:
+        doc = {"schema": "ecpa-trust-store/0.1", "keys": [dict(manager_entry(), **changed)]}
+        return OperatorTrust(TrustStore.from_dict(doc), "operator.json")
+
+    assert manager.unlisted(store(), now=NOW) is None
+    late = manager.unlisted(store(not_after=NOW - 1), now=NOW)
+    assert f"not now ({NOW})" in str(late)
+    early = manager.unlisted(store(not_before=NOW + 1), now=NOW)
+    assert "not now" in str(early)
+    other = manager.unlisted(store(enabled=False), now=NOW)
+    assert "ecpa trust add operator.json" in str(other)

@@ -968,3 +968,34 @@ def test_status_db_judges_by_the_operator_store_it_is_given(
     status = remote(pg_dsn, written, trust=empty)
     assert not status.effective
     assert status.reasons[0].code is ReasonCode.ENROLLMENT_REFUSED
+
+
+def test_a_checkpoint_nested_past_the_stack_is_a_fresh_walk(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written)
+    assert remote(pg_dsn, written).effective  # saves this role's checkpoints
+    changed = _execute(
+        pg_dsn,
+        "UPDATE ecpa_reader_checkpoint SET doc = %s WHERE launch_id = %s",
+        ("[" * 100_000, written.directory.name),
+    )
+    assert changed > 0
+    status = remote(pg_dsn, written)
+    assert status.effective  # walked again from the start, not an error
+
+
+def test_a_launch_json_of_another_launch_in_the_store_is_refused(
+    pg_dsn: str, written: Written
+) -> None:
+    ship(pg_dsn, written)
+    doc = json.loads((written.directory / "launch.json").read_text())
+    doc["launch_id"] = "another-launch"
+    changed = _execute(
+        pg_dsn,
+        "UPDATE ecpa_launch SET launch_doc = %s WHERE launch_id = %s",
+        (json.dumps(doc).encode(), written.directory.name),
+    )
+    assert changed == 1
+    with pytest.raises(EcpaError) as refused:
+        remote(pg_dsn, written)
+    assert refused.value.code is ErrorCode.EVIDENCE_STORE
+    assert "another-launch" in refused.value.detail
