@@ -75,21 +75,24 @@ def _read_optional(path: Path, limit: int = MAX_LAUNCH_FILE_BYTES) -> bytes | No
     return read_bounded(path, limit, ErrorCode.INVALID_INPUT)
 
 
-def _complete_lines(fd: int, start: int, size: int) -> tuple[list[tuple[int, bytes]], int]:
-    """Complete lines of ``fd`` from ``start`` (a line boundary) before ``size``, at most a
-    batch: (offset, line without its newline) each, blank lines skipped; and the offset
+def _complete_lines(
+    fd: int, start: int, size: int, max_lines: int = BATCH_LINES, max_bytes: int = BATCH_BYTES
+) -> tuple[list[tuple[int, bytes]], int]:
+    """Complete lines of ``fd`` from ``start`` (a line boundary) before ``size``, at most
+    ``max_lines`` lines and (but for the first line) ``max_bytes`` bytes: (offset, line
+    without its newline) each, blank lines skipped; and the offset
     just after the last complete line taken. A line longer than a record may be is kept
     cut to :data:`~ecpa.runtime.stores.store.MAX_STORED_LINE` bytes (still refused as too large)."""
     lines: list[tuple[int, bytes]] = []
     taken = 0
     pos = line_at = off = start
     head = bytearray()  # the current line's first bytes
-    while off < size and len(lines) < BATCH_LINES and taken < BATCH_BYTES:
+    while off < size and len(lines) < max_lines and taken < max_bytes:
         chunk = os.pread(fd, min(_CHUNK, size - off), off)
         if not chunk:
             break
         i = 0
-        while len(lines) < BATCH_LINES and taken < BATCH_BYTES:
+        while len(lines) < max_lines and taken < max_bytes:
             if not head:  # a run of empty lines, passed at C speed (each byte counted)
                 run = _NEWLINES.match(chunk, i)
                 if run is not None:
@@ -237,7 +240,7 @@ def _ship_certificates(
     if not os.path.lexists(path):
         return
     with open_regular(path, ErrorCode.INVALID_INPUT) as stream:
-        _ship_log(stream.fileno(), ENROLLMENTS_FILE, launch_id, store, report, stop, None)
+        _ship_fds({ENROLLMENTS_FILE: stream.fileno()}, launch_id, store, report, stop, None)
 
 
 def _ship_logs(
@@ -258,58 +261,72 @@ def _ship_logs(
                 report.note(skipped.text)
         if not prefix:
             report.logs = max(report.logs, len(logs.fds))
-        complete = True
-        for name, fd in logs.fds.items():
-            if not complete and deadline is not None and time.monotonic() >= deadline:
-                return False  # out of time: the other logs at the next pass
-            source = prefix + name
-            complete &= _ship_log(fd, source, launch_id, store, report, stop, deadline)
-        return complete
+        fds = {prefix + name: fd for name, fd in logs.fds.items()}
+        return _ship_fds(fds, launch_id, store, report, stop, deadline)
     finally:
         logs.close()
 
 
-def _ship_log(
-    fd: int,
-    name: str,
+def _ship_fds(
+    fds: dict[str, int],
     launch_id: str,
     store: EvidenceStore,
     report: ShipReport,
     stop: Callable[[], bool],
     deadline: float | None,
 ) -> bool:
-    """Ship one log from its stored position; False when ``deadline`` came first."""
-    st = os.fstat(fd)
-    while not stop():
-        at = store.position(launch_id, name) or Position(st.st_dev, st.st_ino, 0)
-        if (at.dev, at.ino) != (st.st_dev, st.st_ino):
-            report.note(
-                f"{name}: expected the file shipped before (device {at.dev}, inode {at.ino}), "
-                f"found another (device {st.st_dev}, inode {st.st_ino}): not shipped"
-            )
-            return True
-        size = os.fstat(fd).st_size
-        if size < at.end:
-            report.note(
-                f"{name}: expected at least the {at.end} bytes shipped, found {size}: not shipped"
-            )
-            return True
-        if _anchor(fd, at.end) != at.anchor:
-            report.note(
-                f"{name}: expected the bytes shipped before offset {at.end} unchanged, "
-                "found them rewritten in place: not shipped"
-            )
-            return True
-        lines, end = _complete_lines(fd, at.end, size)
-        if end == at.end:
-            return True
-        to = Position(st.st_dev, st.st_ino, end, _anchor(fd, end))
-        stored = store.ship(launch_id, name, at, lines, to)
-        if stored is not None:
-            report.stored += stored
+    """Ship the logs ``fds`` (source name: open descriptor) from their stored positions,
+    together: each batch takes the new lines of as many logs as fit in one (a fleet's
+    shipper follows hundreds of logs, a line or two each a pass) and stores them, and moves
+    their positions, in one transaction. False when ``deadline`` came first."""
+    pending = {name: os.fstat(fd) for name, fd in sorted(fds.items())}
+    while pending and not stop():
+        stored_at = store.positions(launch_id, list(pending))
+        parts: list[tuple[str, Position, list[tuple[int, bytes]], Position]] = []
+        room_lines, room_bytes = BATCH_LINES, BATCH_BYTES
+        for name, st in list(pending.items()):
+            if room_lines <= 0 or room_bytes <= 0:
+                break
+            fd = fds[name]
+            at = stored_at.get(name) or Position(st.st_dev, st.st_ino, 0)
+            size = os.fstat(fd).st_size
+            refused = _refused(name, at, st, size, fd)
+            if refused is not None:
+                report.note(refused)
+                del pending[name]
+                continue
+            lines, end = _complete_lines(fd, at.end, size, room_lines, room_bytes)
+            if end == at.end:  # nothing new and complete: shipped up to its end
+                del pending[name]
+                continue
+            room_lines -= len(lines)
+            room_bytes -= end - at.end
+            parts.append((name, at, lines, Position(st.st_dev, st.st_ino, end, _anchor(fd, end))))
+        if not parts:
+            break
+        for stored in store.ship_logs(launch_id, parts):
+            report.stored += stored or 0  # None: another shipper moved it, read it again
         if deadline is not None and time.monotonic() >= deadline:
             return False  # at least one batch a pass: always some progress
     return True
+
+
+def _refused(name: str, at: Position, st: os.stat_result, size: int, fd: int) -> str | None:
+    """Why the log ``name`` is not shipped from ``at`` (another file, shorter than shipped,
+    rewritten in place), or None."""
+    if (at.dev, at.ino) != (st.st_dev, st.st_ino):
+        return (
+            f"{name}: expected the file shipped before (device {at.dev}, inode {at.ino}), "
+            f"found another (device {st.st_dev}, inode {st.st_ino}): not shipped"
+        )
+    if size < at.end:
+        return f"{name}: expected at least the {at.end} bytes shipped, found {size}: not shipped"
+    if _anchor(fd, at.end) != at.anchor:
+        return (
+            f"{name}: expected the bytes shipped before offset {at.end} unchanged, "
+            "found them rewritten in place: not shipped"
+        )
+    return None
 
 
 def _anchor(fd: int, end: int) -> bytes:

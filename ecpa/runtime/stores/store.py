@@ -22,7 +22,6 @@ version 1 store up to date):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,14 +41,17 @@ from ecpa.runtime.stores.pgconn import (
 from ecpa.runtime.stores.postgres import nonce_key
 from ecpa.runtime.stores.store_schema import create_tables as _create
 from ecpa.runtime.stores.store_schema import upgrade_tables as _upgrade
+from ecpa.runtime.stores.store_ship import Part, Position, ship_parts
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["STORE_VERSION", "EvidenceStore", "LaunchRow", "Position", "line_nonce"]
+__all__ = ["STORE_VERSION", "EvidenceStore", "LaunchRow", "Part", "Position", "line_nonce"]
 
 STORE_COMPONENT, STORE_VERSION = "evidence_store", 2
 _CODE = ErrorCode.EVIDENCE_STORE
+#: How many times a batch rolled back by a deadlock runs again before the store's error.
+_DEADLOCK_TRIES = 3
 
 
 def line_nonce(line: bytes) -> str | None:
@@ -81,17 +83,6 @@ class LaunchRow:
 #: How many bytes before a log's shipped end are hashed into its position: a log rewritten
 #: in place (the same inode, other bytes) is noticed, not mixed with what was stored.
 ANCHOR_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class Position:
-    """How far a log is shipped: the file (device, inode), the offset after its last
-    stored line, and the SHA-256 of the :data:`ANCHOR_BYTES` bytes before that offset."""
-
-    dev: int
-    ino: int
-    end: int
-    anchor: bytes = hashlib.sha256(b"").digest()
 
 
 class EvidenceStore:
@@ -280,6 +271,15 @@ class EvidenceStore:
         dev, ino, end, anchor = rows[0]
         return Position(dev, ino, end, bytes(anchor))
 
+    def positions(self, launch_id: str, sources: list[str]) -> dict[str, Position]:
+        """How far each of ``sources`` is shipped (absent: not yet), in one query."""
+        rows = self.query(
+            "SELECT source, dev, ino, end_offset, anchor FROM ecpa_ship_position"
+            " WHERE launch_id = %s AND source = ANY(%s)",
+            (launch_id, sources),
+        )
+        return {str(s): Position(int(d), int(i), int(e), bytes(a)) for s, d, i, e, a in rows}
+
     def ship(
         self,
         launch_id: str,
@@ -295,68 +295,40 @@ class EvidenceStore:
         Raises:
             EcpaError: ``ECPA_EVIDENCE_STORE`` when the server cannot be used.
         """
+        return self.ship_logs(launch_id, [(source, at, lines, to)])[0]
+
+    def ship_logs(
+        self,
+        launch_id: str,
+        parts: list[tuple[str, Position, list[tuple[int, bytes]], Position]],
+    ) -> list[int | None]:
+        """:meth:`ship` for several logs of a launch (``(source, at, lines, to)`` each, no
+        source twice) in one transaction: per log, how many lines were stored, or None
+        (its position moved: nothing of that log stored). A line claiming a nonce already
+        stored (by any launch, even one committing meanwhile) is stored without it; a
+        batch that PostgreSQL rolls back to break a deadlock with another runs again.
+
+        Raises:
+            EcpaError: ``ECPA_EVIDENCE_STORE`` when the server cannot be used.
+        """
         keyed = []
-        for offset, line in lines:
-            nonce = line_nonce(line)
-            keyed.append((offset, line, None if nonce is None else nonce_key(nonce)))
-        with self._session() as conn, conn.transaction():
-            # The row first (a second shipper waits here for the first's commit), then
-            # locked: two shippers never both start from one position.
-            conn.execute(
-                "INSERT INTO ecpa_ship_position"
-                " (launch_id, source, dev, ino, end_offset, anchor)"
-                " VALUES (%s, %s, %s, %s, 0, %s) ON CONFLICT (launch_id, source) DO NOTHING",
-                (launch_id, source, at.dev, at.ino, Position(0, 0, 0).anchor),
-            )
-            row = conn.execute(
-                "SELECT dev, ino, end_offset, anchor FROM ecpa_ship_position"
-                " WHERE launch_id = %s AND source = %s FOR UPDATE",
-                (launch_id, source),
-            ).fetchone()
-            assert row is not None
-            if Position(row[0], row[1], row[2], bytes(row[3])) != at:
-                return None
-            claimed = [k for _, _, k in keyed if k is not None]
-            taken = {
-                bytes(r[0])
-                for r in conn.execute(
-                    "SELECT nonce_sha256 FROM ecpa_evidence WHERE nonce_sha256 = ANY(%s)",
-                    (claimed,),
-                ).fetchall()
-            }
-            params = []
-            for offset, line, key in keyed:
-                unique = key if key is not None and key not in taken else None
-                if unique is not None:
-                    taken.add(unique)
-                params.append((launch_id, source, offset, line, unique, key))
-            stored = 0
-            if not params:  # only blank lines: the position moves, nothing is stored
-                conn.execute(
-                    "UPDATE ecpa_ship_position SET dev = %s, ino = %s, end_offset = %s,"
-                    " anchor = %s WHERE launch_id = %s AND source = %s",
-                    (to.dev, to.ino, to.end, to.anchor, launch_id, source),
-                )
-                return 0
-            with conn.cursor() as cur:  # pipelined: one round trip for the batch, not a line
-                cur.executemany(
-                    "INSERT INTO ecpa_evidence"
-                    " (launch_id, source, file_offset, line, nonce_sha256, claimed_sha256)"
-                    " VALUES (%s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (launch_id, source, file_offset) DO NOTHING RETURNING 1",
-                    params,
-                    returning=True,
-                )
-                while True:  # one result per line: a row when it was stored
-                    stored += len(cur.fetchall())
-                    if not cur.nextset():
-                        break
-            conn.execute(
-                "UPDATE ecpa_ship_position SET dev = %s, ino = %s, end_offset = %s, anchor = %s"
-                " WHERE launch_id = %s AND source = %s",
-                (to.dev, to.ino, to.end, to.anchor, launch_id, source),
-            )
-        return stored
+        for source, at, lines, to in parts:
+            claims = []
+            for offset, line in lines:
+                nonce = line_nonce(line)
+                claims.append((offset, line, None if nonce is None else nonce_key(nonce)))
+            keyed.append(Part(source, at, claims, to))
+        with self._session() as conn:
+            for attempt in range(_DEADLOCK_TRIES):
+                try:
+                    with conn.transaction():
+                        return ship_parts(conn, launch_id, keyed)
+                except self._psycopg.errors.DeadlockDetected:
+                    # Two batches claiming two nonces in opposite orders: PostgreSQL
+                    # rolled this one back; the other commits, and this one runs again.
+                    if attempt + 1 == _DEADLOCK_TRIES:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # --- reading -------------------------------------------------------------------------
 

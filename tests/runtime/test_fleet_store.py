@@ -1,0 +1,152 @@
+"""The evidence store under a fleet's load (docs/scale.md): many shippers at once, lines
+that claim another launch's nonce, a store that goes away mid-batch; on a real PostgreSQL
+(``scripts/pg-up``)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from bench.launchdir import Written, write_launch
+from ecpa.runtime.stores.postgres import nonce_key
+from ecpa.runtime.stores.store import EvidenceStore, Position, line_nonce
+
+NOW = 1_800_000_000
+AT = Position(1, 2, 0)
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> Written:
+    return write_launch(tmp_path, slots=2, records=20, now=NOW, launch_id="launch-a")
+
+
+def _log_lines(w: Written) -> list[tuple[int, bytes]]:
+    [log, *_] = sorted((w.directory / "evidence" / w.directory.name).glob("*.jsonl"))
+    out, offset = [], 0
+    for raw in log.read_bytes().splitlines(keepends=True):
+        out.append((offset, raw[:-1]))
+        offset += len(raw)
+    return out
+
+
+def _keys(dsn: str, launch_id: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT file_offset, nonce_sha256, claimed_sha256 FROM ecpa_evidence"
+            " WHERE launch_id = %s ORDER BY file_offset",
+            (launch_id,),
+        ).fetchall()
+    return [(int(o), None if n is None else bytes(n), None if c is None else bytes(c))
+            for o, n, c in rows]  # fmt: skip
+
+
+def test_a_nonce_claimed_by_a_batch_not_yet_committed_is_kept_as_a_replay(
+    pg_dsn: str, written: Written
+) -> None:
+    """Two shippers store lines claiming one nonce at once (another launch's copy of a
+    record): the second waits for the first's commit and keeps its line, without the nonce,
+    instead of failing its batch."""
+    import psycopg
+
+    lines = _log_lines(written)
+    first = lines[0][1]
+    nonce = line_nonce(first)
+    assert nonce is not None
+    EvidenceStore(pg_dsn).close()
+    with psycopg.connect(pg_dsn) as other:  # the first shipper's batch, open
+        other.execute(
+            "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
+            " claimed_sha256) VALUES ('launch-b', 'x.jsonl', 0, %s, %s, %s)",
+            (first, nonce_key(nonce), nonce_key(nonce)),
+        )
+        result: list[int | None] = []
+        errors: list[BaseException] = []
+
+        def second() -> None:
+            try:
+                with EvidenceStore(pg_dsn) as store:
+                    end = lines[-1][0] + len(lines[-1][1]) + 1
+                    result.append(store.ship("launch-a", "a.jsonl", AT, lines, Position(1, 2, end)))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(1.0)
+        assert thread.is_alive()  # waiting for the first's commit
+        other.commit()
+        thread.join(30)
+    assert not errors, errors
+    assert result == [len(lines)]
+    got = _keys(pg_dsn, "launch-a")
+    assert len(got) == len(lines)
+    assert got[0] == (0, None, nonce_key(nonce))  # kept, claiming the nonce it does not hold
+    assert all(n == c and n is not None for _, n, c in got[1:])
+
+
+def test_two_batches_claiming_nonces_in_opposite_orders_both_land(
+    pg_dsn: str, written: Written
+) -> None:
+    """A deadlock between two batches (nonces X, Y against Y, X): PostgreSQL rolls one back,
+    and the shipper runs that batch again rather than failing it."""
+    import psycopg
+
+    lines = _log_lines(written)[:2]
+    keys = []
+    for _, line in lines:
+        nonce = line_nonce(line)
+        assert nonce is not None
+        keys.append(nonce_key(nonce))
+    EvidenceStore(pg_dsn).close()
+    result: list[int | None] = []
+    errors: list[BaseException] = []
+
+    def shipper() -> None:  # claims X, then waits on Y
+        try:
+            with EvidenceStore(pg_dsn) as store:
+                end = lines[-1][0] + len(lines[-1][1]) + 1
+                result.append(store.ship("launch-a", "a.jsonl", AT, lines, Position(1, 2, end)))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    insert = (
+        "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
+        " claimed_sha256) VALUES ('launch-b', 'x.jsonl', %s, %s, %s, %s)"
+    )
+    with psycopg.connect(pg_dsn) as other:
+        other.execute("SET deadlock_timeout = '5s'")  # the shipper's side finds the cycle
+        other.execute(insert, (1, lines[1][1], keys[1], keys[1]))  # Y first
+        thread = threading.Thread(target=shipper)
+        thread.start()
+        thread.join(0.5)
+        other.execute(insert, (0, lines[0][1], keys[0], keys[0]))  # then X: a cycle
+        other.commit()
+        thread.join(30)
+    assert not errors, errors
+    assert result == [2]
+    assert [(n, c) for _, n, c in _keys(pg_dsn, "launch-a")] == [(None, k) for k in keys]
+
+
+def test_a_batch_of_several_logs_skips_only_the_log_another_shipper_moved(
+    pg_dsn: str, written: Written
+) -> None:
+    lines = _log_lines(written)[:3]
+    end = lines[-1][0] + len(lines[-1][1]) + 1
+    with EvidenceStore(pg_dsn) as store:
+        assert store.ship("launch-a", "b.jsonl", AT, lines[:1], Position(1, 2, 99)) == 1
+        got = store.ship_logs(
+            "launch-a",
+            [
+                ("a.jsonl", AT, lines, Position(1, 2, end)),
+                ("b.jsonl", AT, lines[1:], Position(1, 2, end)),  # stored from 99, not 0
+                ("c.jsonl", AT, [], Position(1, 2, 5)),  # blank lines only: it moves
+            ],
+        )
+        assert got == [3, None, 0]
+        positions = store.positions("launch-a", ["a.jsonl", "b.jsonl", "c.jsonl", "d.jsonl"])
+    assert {k: v.end for k, v in positions.items()} == {"a.jsonl": end, "b.jsonl": 99, "c.jsonl": 5}
+    assert len(_keys(pg_dsn, "launch-a")) == 4  # a's three lines and b's first, nothing else
