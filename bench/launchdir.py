@@ -129,13 +129,13 @@ def _seed(slot: Slot) -> bytes:
     return bytes([slot.ordinal % 256]) * 31 + b"k"
 
 
-def environment(directory: Path) -> LaunchEnvironment:
+def environment(directory: Path, challenge: str = CHALLENGE) -> LaunchEnvironment:
     """The binding every process of the launch :func:`write_launch` wrote at ``directory``
-    holds (0.2: process keys, enrolled)."""
+    holds (0.2: process keys, enrolled; ``challenge``: the one it was written with)."""
     return LaunchEnvironment(
         plan_id=PLAN_ID,
         launch_id=directory.name,
-        challenge=CHALLENGE,
+        challenge=challenge,
         plugin_id=PLUGIN_ID,
         artifact_digest=DIGEST,
         issuer=ISSUER,
@@ -225,13 +225,15 @@ def write_launch(
     twin: bool = False,
     supervisor: ProcessIdentity = SUPERVISOR,
     host_evidence: bool = False,
+    challenge: str = CHALLENGE,
 ) -> Written:
     """Write the launch under ``root`` (see the module's text) and return where.
     ``supervisor`` names another supervisor in ``launch.json`` (a real live process, for a
     shipper that checks it on this host); the fake ``/proc`` keeps the default one. With
     ``host_evidence``, the plan requires the host's witness, each process has its host
     journal (a resolution, then selected dispatches, delivered by the model of the host)
-    and each record carries its account."""
+    and each record carries its account. Launches written with one ``challenge`` (the
+    default) claim the same nonces: a fleet gives each its own."""
     wanted = tuple(Slot("scheduler", i) for i in range(slots))
     plan = Plan(
         plan_id=PLAN_ID,
@@ -251,14 +253,14 @@ def write_launch(
         path.chmod(0o700)
     started = now - records * interval - 10
     doc = launch_document(
-        plan, launch_id=launch_id, challenge=CHALLENGE, started_at=started, supervisor=supervisor
+        plan, launch_id=launch_id, challenge=challenge, started_at=started, supervisor=supervisor
     )
     launch_doc = json.dumps(doc).encode()
     (directory / "launch.json").write_bytes(launch_doc)
     expected = launch_from_bytes(launch_doc, "launch.json")
     seal = launch_certificate_line(expected, launch_doc, supervisor, MANAGER, issued_at=started)
     certificates = [seal]
-    env = environment(directory)
+    env = environment(directory, challenge)
     processes = {slot: ProcessIdentity(HOST, 1000 + slot.ordinal, 5000, BOOT) for slot in wanted}
     writers = [(slot, who, _seed(slot)) for slot, who in processes.items()]
     if twin:  # a second live process in slot 0, with a key of its own

@@ -1,0 +1,207 @@
+"""``python -m bench.fleet``: ingest into one PostgreSQL from concurrent shippers
+(docs/scale.md).
+
+Rows, paired round by round (the order alternating): 16 shipper processes, each ``ecpa ship
+--once`` of a launch of its own (scheduler processes x signed records each: 8 x 300, a
+catch-up; 64 x 10, a follower's few lines a log; 625 x 1, one second of 10,000 processes),
+all at once into one store, against a bare ``COPY`` of the same bytes (launch, log, offset,
+line) from 16 processes into an unindexed table of those four columns. Each round ships
+into a fresh schema. Lines per second are the lines stored (the managers' certificates
+too) over the wall time from the start signal to the last process's end. Figures are
+printed, never enforced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.launchdir import HOST, Written, hermetic_config, write_launch
+from bench.paired import Row, summarize, table
+from bench.shared import server
+from ecpa.runtime.host.ship import ship_launch
+from ecpa.runtime.model.process import check_alive
+from ecpa.runtime.stores.store import EvidenceStore
+
+NOW = 1_800_000_000
+SHIPPERS = 16
+_MP = multiprocessing.get_context("fork")
+
+
+def _lines(w: Written) -> list[tuple[str, str, int, bytes]]:
+    """Every non-blank line of the launch's logs as (launch, log, offset, line)."""
+    rows = []
+    for log in sorted((w.directory / "evidence").rglob("*.jsonl")):
+        data = log.read_bytes()
+        offset = 0
+        for line in data.splitlines(keepends=True):
+            if line.strip():
+                rows.append((w.directory.name, log.name, offset, line.rstrip(b"\n")))
+            offset += len(line)
+    return rows
+
+
+def _ship(dsn: str, w: Written, start: Any, out: Any) -> None:
+    start.wait()
+    with EvidenceStore(dsn) as store:
+        report = ship_launch(
+            w.directory,
+            store,
+            once=True,
+            liveness=lambda who: check_alive(who, proc_root=w.proc_root, host=HOST),
+            clock=lambda: NOW,
+        )
+    out.put(report.stored)
+
+
+def _copy(dsn: str, w: Written, start: Any, out: Any) -> None:
+    import psycopg
+
+    rows = _lines(w)
+    with psycopg.connect(dsn) as conn:
+        start.wait()
+        with (
+            conn.cursor() as cur,
+            cur.copy("COPY bare (launch_id, source, file_offset, line) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+    out.put(len(rows))
+
+
+def _all_at_once(target: Any, dsn: str, launches: list[Written]) -> tuple[float, int]:
+    """Wall seconds for one process per launch running ``target`` at once, and the lines
+    they say they stored."""
+    start, out = _MP.Event(), _MP.Queue()
+    children = [_MP.Process(target=target, args=(dsn, w, start, out)) for w in launches]
+    for child in children:
+        child.start()
+    time.sleep(1.0)  # every child forked and waiting (the COPY ones connected)
+    began = time.perf_counter()
+    start.set()
+    stored = sum(out.get(timeout=600) for _ in children)
+    took = time.perf_counter() - began
+    for child in children:
+        child.join()
+        if child.exitcode != 0:
+            raise RuntimeError(f"a shipper failed (exit {child.exitcode})")
+    return took, stored
+
+
+def _fresh_schema(dsn: str, made: list[str]) -> str:
+    """A DSN on a new schema (named in ``made``) holding the baseline's table."""
+    import psycopg
+
+    schema = f"fleet_{secrets.token_hex(4)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(
+            f"CREATE TABLE {schema}.bare (launch_id text, source text, file_offset bigint,"
+            " line bytea)"
+        )
+    made.append(schema)
+    sep = "&" if "?" in dsn else "?"
+    return f"{dsn}{sep}options=-csearch_path%3D{schema}"
+
+
+def _drop(dsn: str, made: list[str]) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for schema in made:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _rounds(
+    dsn: str,
+    launches: list[Written],
+    rounds: int,
+    made: list[str],
+    base_t: list[float],
+    ours_t: list[float],
+    counts: set[tuple[str, int]],
+) -> None:
+    """Seconds per line of each side, round by round, the order alternating."""
+    for r in range(rounds):
+        order = [(_copy, base_t), (_ship, ours_t)]
+        for target, into in order if r % 2 == 0 else order[::-1]:
+            where = _fresh_schema(dsn, made)
+            if target is _ship:
+                EvidenceStore(where).close()  # the tables made, outside the timing
+            took, stored = _all_at_once(target, where, launches)
+            counts.add((target.__name__, stored))
+            into.append(took / max(stored, 1))
+
+
+def ingest_row(dsn: str, tmp: Path, rounds: int, slots: int, records: int) -> Row:
+    launches = [
+        write_launch(
+            tmp / f"s{slots}" / f"l{i}",
+            slots=slots,
+            records=records,
+            now=NOW,
+            launch_id=f"launch-fleet{i:04d}",
+            challenge=secrets.token_urlsafe(32),  # each launch its own, as ecpa run makes
+        )
+        for i in range(SHIPPERS)
+    ]
+    base_t: list[float] = []
+    ours_t: list[float] = []
+    counts = set()
+    made: list[str] = []
+    try:
+        _rounds(dsn, launches, rounds, made, base_t, ours_t, counts)
+    finally:
+        _drop(dsn, made)
+    # Lines per second: higher is better, so the ratio is baseline over ours in time terms.
+    p = summarize(base_t, ours_t)
+    return Row(
+        f"ecpa ship, {SHIPPERS} shippers x {slots} logs x {records} lines at once",
+        f"bare COPY of the same bytes, {SHIPPERS} processes",
+        p.base * 1e6,
+        p.ours * 1e6,
+        "us",
+        p.ratio,
+        p.spread,
+        "info",
+        None,
+        f"{rounds} rounds; {1 / p.ours:,.0f} lines/s ours, {1 / p.base:,.0f} lines/s "
+        f"baseline; stored {sorted(counts)}",
+    )
+
+
+def fleet_rows(*, quick: bool, tmp: Path, dsn: str | None = None) -> list[Row]:
+    """The rows of this module (one "not measured here" row without PostgreSQL)."""
+    with server(dsn) as where:
+        if where is None:
+            return [Row("fleet rows", "(not measured here)", 0, 0, "", 1.0, (1, 1), "info", None,
+                        "no PostgreSQL")]  # fmt: skip
+        base = where.rsplit("options=", 1)[0].rstrip("?&")
+        rounds = 2 if quick else 5
+        return [
+            ingest_row(base, tmp, rounds, 8, 60 if quick else 300),  # a catch-up
+            ingest_row(base, tmp, rounds, 64, 2 if quick else 10),  # following: few lines a log
+            # One second of a fleet of 10,000 processes, one statement a second each.
+            *([] if quick else [ingest_row(base, tmp, rounds, 625, 1)]),
+        ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--pg-dsn")
+    args = parser.parse_args(argv)
+    hermetic_config()  # the operator's trust: the bench's own, never the user's
+    with tempfile.TemporaryDirectory() as tmp:
+        print(table(fleet_rows(quick=args.quick, tmp=Path(tmp), dsn=args.pg_dsn)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
