@@ -282,11 +282,12 @@ def test_the_command_line_stays_thin() -> None:
     The bound grew from 1,700 to 2,000 lines with issue 27: the lazy command table (start-up
     pays for the command that runs), ``ecpa dev``, the progress bar, ``--json`` and
     ``--password-file`` options on six commands; to 2,050 with issue 36: the operator's
-    trust store (``--trust``) on status, audit and serve, and ``ecpa run --manager-key``."""
+    trust store (``--trust``) on status, audit and serve, and ``ecpa run --manager-key``; to
+    2,100 with issue 37: ``ecpa store init``."""
     modules = sorted((ROOT / "ecpa" / "cli").rglob("*.py"))
     assert len(modules) >= 5, modules  # guards the test itself
     total = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in modules)
-    assert total < 2050, total
+    assert total < 2100, total
     assert [path.name for path in modules if "demo" in path.stem] == []
 
 

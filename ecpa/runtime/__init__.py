@@ -146,6 +146,8 @@ if TYPE_CHECKING:
     from ecpa.runtime.stores.replay import SqliteReplayFence as SqliteReplayFence
     from ecpa.runtime.stores.replay import open_replay_fence as open_replay_fence
     from ecpa.runtime.stores.store import EvidenceStore as EvidenceStore
+    from ecpa.runtime.stores.store_roles import StoreRoles as StoreRoles
+    from ecpa.runtime.stores.store_roles import init_store as init_store
 
 #: Each exported name: the module it lives in, and its name there (None: the module itself).
 _EXPORTS: dict[str, tuple[str, str | None]] = {
@@ -181,6 +183,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Evidence": ("ecpa.runtime.model.evidence", "Evidence"),
     "EvidenceLog": ("ecpa.runtime.host.evidence_log", "EvidenceLog"),
     "EvidenceStore": ("ecpa.runtime.stores.store", "EvidenceStore"),
+    "StoreRoles": ("ecpa.runtime.stores.store_roles", "StoreRoles"),
+    "init_store": ("ecpa.runtime.stores.store_roles", "init_store"),
     "LaunchEnvironment": ("ecpa.runtime.model.process", "LaunchEnvironment"),
     "Judged": ("ecpa.runtime.host.launches", "Judged"),
     "JudgedList": ("ecpa.runtime.host.launches", "JudgedList"),

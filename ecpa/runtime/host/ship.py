@@ -196,6 +196,8 @@ def _pass(
     # processes wrote is on disk when they are shipped below.
     seen = liveness(boss)
     trust_doc = _read_optional(directory / "trust.json", MAX_TRUST_STORE_BYTES)
+    if sent is None:  # the launch is its shipper's before any of its lines is stored
+        store.claim_launch(expected.launch_id, boss.host, launch_doc)
     # The certificates after trust.json was read: ecpa run certifies a key before it lists
     # it, so every key of the trust.json stored has its certificate stored first.
     _ship_certificates(directory, expected.launch_id, store, report, stop)

@@ -248,24 +248,24 @@ def ensure_schema(
         EcpaError: ``code`` for another version, or (a reader) none; psycopg errors pass
             through.
     """
+    there = conn.execute("SELECT to_regclass('ecpa_schema') IS NOT NULL").fetchone()
+    row = None
+    if there is not None and there[0]:
+        row = conn.execute(
+            "SELECT version FROM ecpa_schema WHERE component = %s", (component,)
+        ).fetchone()
+    if row is not None and row[0] == version:
+        return  # read only: a role without the right to create tables writes all the same
     if create is None:
-        there = conn.execute("SELECT to_regclass('ecpa_schema') IS NOT NULL").fetchone()
-        row = None
-        if there is not None and there[0]:
-            row = conn.execute(
-                "SELECT version FROM ecpa_schema WHERE component = %s", (component,)
-            ).fetchone()
         if row is None:
             raise EcpaError(
                 code, f"expected {component} version {version} (table ecpa_schema), found none"
             )
-        if row[0] != version:
-            raise EcpaError(
-                code,
-                f"expected schema version {version} of {component} (table ecpa_schema), "
-                f"found version {row[0]}",
-            )
-        return
+        raise EcpaError(
+            code,
+            f"expected schema version {version} of {component} (table ecpa_schema), "
+            f"found version {row[0]}",
+        )
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         conn.execute(

@@ -1,11 +1,12 @@
 """The evidence store on PostgreSQL: launches' evidence lines, copied by ``ecpa ship`` from
 the host that runs them, read by ``ecpa status --db`` on any host.
 
-Tables (schema component ``evidence_store``, version 2, made on first use; a writer brings a
-version 1 store up to date):
+Tables (schema component ``evidence_store``, version 3, made on first use; a writer brings a
+version 1 or 2 store up to date):
 
 - ``ecpa_launch``: one row per launch, its ``launch.json``, ``trust.json`` and ``exit.json``
-  byte for byte (a launch id already stored with another ``launch.json`` is refused);
+  byte for byte (a launch id already stored with another ``launch.json`` is refused), and
+  (version 3) the database role that stored it first, its shipper;
 - ``ecpa_evidence``: one row per complete line of a process log, byte for byte (without its
   newline), at its byte offset in that log (the primary key); a line's ``challenge_nonce``
   is a unique key: each nonce is stored once, and a line repeating a stored nonce (a replay)
@@ -48,8 +49,20 @@ if TYPE_CHECKING:
 
 __all__ = ["STORE_VERSION", "EvidenceStore", "LaunchRow", "Part", "Position", "line_nonce"]
 
-STORE_COMPONENT, STORE_VERSION = "evidence_store", 2
+STORE_COMPONENT, STORE_VERSION = "evidence_store", 3
 _CODE = ErrorCode.EVIDENCE_STORE
+#: A launch's row: stored, or (the same launch.json, the same host) brought up to date; no
+#: row returned when another launch holds the id.
+_UPSERT_LAUNCH = (
+    "INSERT INTO ecpa_launch (launch_id, host, launch_doc, trust_doc, exit_doc)"
+    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (launch_id) DO UPDATE SET {}"
+    " WHERE ecpa_launch.launch_doc = EXCLUDED.launch_doc"
+    " AND ecpa_launch.host = EXCLUDED.host RETURNING 1"
+)
+_PUT_LAUNCH = _UPSERT_LAUNCH.format(
+    "trust_doc = EXCLUDED.trust_doc, exit_doc = EXCLUDED.exit_doc, updated_at = now()"
+)
+_CLAIM_LAUNCH = _UPSERT_LAUNCH.format("updated_at = now()")
 #: How many times a batch rolled back by a deadlock runs again before the store's error.
 _DEADLOCK_TRIES = 3
 
@@ -153,6 +166,13 @@ class EvidenceStore:
             raise self._failed(exc) from None
         self.transient = False
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection inside one transaction (committed when the block ends, rolled
+        back when it raises); a driver error becomes the store's ``EcpaError``."""
+        with self._session() as conn, conn.transaction():
+            yield conn
+
     @property
     def where(self) -> str:
         """Where the store is, for messages."""
@@ -182,20 +202,22 @@ class EvidenceStore:
 
         Raises:
             EcpaError: ``ECPA_EVIDENCE_STORE`` when ``launch_id`` is stored with another
-                ``launch.json`` (another launch, or another host, under the same id).
+                ``launch.json`` (another launch, or another host, under the same id), or
+                (``ecpa store init``'s roles) by another shipper.
         """
-        rows = self.query(
-            "INSERT INTO ecpa_launch (launch_id, host, launch_doc, trust_doc, exit_doc)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (launch_id) DO UPDATE SET"
-            " trust_doc = EXCLUDED.trust_doc, exit_doc = EXCLUDED.exit_doc, updated_at = now()"
-            " WHERE ecpa_launch.launch_doc = EXCLUDED.launch_doc"
-            " AND ecpa_launch.host = EXCLUDED.host RETURNING 1",
-            (launch_id, host, launch_doc, trust_doc, exit_doc),
-        )
-        if not rows:
+        self._launch_row(_PUT_LAUNCH, (launch_id, host, launch_doc, trust_doc, exit_doc))
+
+    def claim_launch(self, launch_id: str, host: str, launch_doc: bytes) -> None:
+        """Store the launch (``launch.json`` only) if it is not stored yet: its shipper's
+        before anything else of it (the certificates first among them), what was stored
+        unchanged. Raises as :meth:`put_launch`."""
+        self._launch_row(_CLAIM_LAUNCH, (launch_id, host, launch_doc, None, None))
+
+    def _launch_row(self, sql: str, params: tuple[Any, ...]) -> None:
+        if not self.query(sql, params):
             raise EcpaError(
                 _CODE,
-                f"expected launch {launch_id!r} in {self.where} to be this launch (the same "
+                f"expected launch {params[0]!r} in {self.where} to be this launch (the same "
                 "launch.json, the same host), found another stored under that id",
             )
 

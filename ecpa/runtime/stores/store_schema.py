@@ -44,7 +44,16 @@ def upgrade_tables(conn: psycopg.Connection[Any], found: int) -> None:
     """Version 2 (RUNTIME.md "Round 3", "The store"): each reader's history checkpoints are
     its own (``ecpa_reader_checkpoint``, keyed by the database role that wrote them, row
     level security forced): a role that may write checkpoints can no longer store one that
-    makes a slot undecided for another replica. The 1.x table stays, unread."""
+    makes a slot undecided for another replica. The 1.x table stays, unread.
+
+    Version 3 (docs/scale.md, "Roles"): each launch names the database role that stored it
+    first (``ecpa_launch.shipper``), the one shipper role that may write its rows once
+    ``ecpa store init`` has made the roles (launches of an older store: the upgrader's)."""
+    if found < 3:
+        conn.execute(
+            "ALTER TABLE ecpa_launch ADD COLUMN IF NOT EXISTS"
+            " shipper name NOT NULL DEFAULT current_user"
+        )
     if found < 2:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS ecpa_reader_checkpoint ("
