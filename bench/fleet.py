@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import secrets
+import statistics
 import sys
 import tempfile
 import time
@@ -118,6 +119,19 @@ def _drop(dsn: str, made: list[str]) -> None:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
+def _bytes_per_line(dsn: str) -> float:
+    """The evidence table's bytes on disk (rows, TOAST and indexes) per stored line."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_total_relation_size('ecpa_evidence')::float8 / greatest(count(*), 1)"
+            " FROM ecpa_evidence"
+        ).fetchone()
+    assert row is not None
+    return float(row[0])
+
+
 def _rounds(
     dsn: str,
     launches: list[Written],
@@ -126,6 +140,7 @@ def _rounds(
     base_t: list[float],
     ours_t: list[float],
     counts: set[tuple[str, int]],
+    disk: list[float],
 ) -> None:
     """Seconds per line of each side, round by round, the order alternating."""
     for r in range(rounds):
@@ -137,6 +152,8 @@ def _rounds(
             took, stored = _all_at_once(target, where, launches)
             counts.add((target.__name__, stored))
             into.append(took / max(stored, 1))
+            if target is _ship:
+                disk.append(_bytes_per_line(where))
 
 
 def ingest_row(dsn: str, tmp: Path, rounds: int, slots: int, records: int) -> Row:
@@ -155,8 +172,9 @@ def ingest_row(dsn: str, tmp: Path, rounds: int, slots: int, records: int) -> Ro
     ours_t: list[float] = []
     counts = set()
     made: list[str] = []
+    disk: list[float] = []
     try:
-        _rounds(dsn, launches, rounds, made, base_t, ours_t, counts)
+        _rounds(dsn, launches, rounds, made, base_t, ours_t, counts, disk)
     finally:
         _drop(dsn, made)
     # Lines per second: higher is better, so the ratio is baseline over ours in time terms.
@@ -172,7 +190,8 @@ def ingest_row(dsn: str, tmp: Path, rounds: int, slots: int, records: int) -> Ro
         "info",
         None,
         f"{rounds} rounds; {1 / p.ours:,.0f} lines/s ours, {1 / p.base:,.0f} lines/s "
-        f"baseline; stored {sorted(counts)}",
+        f"baseline; stored {sorted(counts)}; {statistics.median(disk):,.0f} bytes on disk"
+        " per stored line (rows, TOAST, indexes)",
     )
 
 
@@ -180,8 +199,9 @@ def fleet_rows(*, quick: bool, tmp: Path, dsn: str | None = None) -> list[Row]:
     """The rows of this module (one "not measured here" row without PostgreSQL)."""
     with server(dsn) as where:
         if where is None:
-            return [Row("fleet rows", "(not measured here)", 0, 0, "", 1.0, (1, 1), "info", None,
-                        "no PostgreSQL")]  # fmt: skip
+            why = "no psycopg or no PostgreSQL server binaries: pip install -e '.[postgres]'"
+            return [Row("fleet rows", "(not measured here)", 0.0, 0.0, "s", 0.0, (0.0, 0.0),
+                        "info", None, why)]  # fmt: skip
         base = where.rsplit("options=", 1)[0].rstrip("?&")
         rounds = 2 if quick else 5
         return [

@@ -18,7 +18,9 @@ docs/performance.md says what each ratio means):
   ``--help``, ``verify one.jws``, ``status --launch`` of a small real launch, and the floor of
   the libraries alone;
 * shared state on PostgreSQL (``bench.shared``): fence acceptances against SQLite and memory,
-  one process and four; ``ecpa status --db`` of 64 slots x 10 minutes against ``--launch``.
+  one process and four; ``ecpa status --db`` of 64 slots x 10 minutes against ``--launch``;
+* a fleet's ingest (``bench.fleet``): 16 shippers at once into one PostgreSQL against a bare
+  ``COPY`` of the same bytes from 16 processes.
 
 Targets are printed with ``meets`` or ``MISSES``, never enforced: the exit status is 0
 whatever the figures (machines are noisy), and 1 only if a benchmark could not run.
@@ -38,6 +40,7 @@ from pathlib import Path
 import ecpa
 from bench import host_sink, huge_line, observer
 from bench.cli_logs import Workdir, jobs_row, memory_rows
+from bench.fleet import fleet_rows
 from bench.launchdir import hermetic_config
 from bench.micro import micro_rows
 from bench.paired import Row, table
@@ -163,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  start-up rows done ({time.monotonic() - started:.0f} s)", flush=True)
         rows += shared_rows(quick=quick, tmp=Path(tmp), dsn=args.pg_dsn)
         print(f"  PostgreSQL rows done ({time.monotonic() - started:.0f} s)", flush=True)
+        rows += fleet_rows(quick=quick, tmp=Path(tmp), dsn=args.pg_dsn)
+        print(f"  fleet rows done ({time.monotonic() - started:.0f} s)", flush=True)
     rows.append(observer_row(obs_rounds, obs_calls))
     rows += host_sink_rows(3 if quick else 21, 300 if quick else 2_000)
     rows.append(huge_line_row(2 if quick else 10, 3 if quick else 7))
