@@ -150,3 +150,19 @@ def test_a_batch_of_several_logs_skips_only_the_log_another_shipper_moved(
         positions = store.positions("launch-a", ["a.jsonl", "b.jsonl", "c.jsonl", "d.jsonl"])
     assert {k: v.end for k, v in positions.items()} == {"a.jsonl": end, "b.jsonl": 99, "c.jsonl": 5}
     assert len(_keys(pg_dsn, "launch-a")) == 4  # a's three lines and b's first, nothing else
+
+
+def test_a_10_mb_line_among_records_costs_no_record(pg_dsn: str, tmp_path: Path) -> None:
+    """A 10 MB line in the middle of a log, between records and other logs' lines: stored
+    once, cut; every record after it stored once; a second pass stores nothing."""
+    from ecpa.runtime.stores.store import MAX_STORED_LINE
+    from tests.runtime.test_ship import append, file_lines, line_of, ship, stored_lines
+
+    w = write_launch(tmp_path, slots=3, records=10, now=NOW)
+    record = line_of(w, 1, 3)
+    append(w, 1, b"y" * (10 << 20) + b"\n" + record)  # then a replay of a record
+    first = ship(pg_dsn, w)
+    stored = stored_lines(pg_dsn, w.directory.name)
+    assert len(stored) == len(set(stored)) == first.stored == len(file_lines(w))
+    assert sorted(len(r[2]) for r in stored if r[2].startswith(b"yyy")) == [MAX_STORED_LINE]
+    assert ship(pg_dsn, w).stored == 0
