@@ -146,6 +146,8 @@ if TYPE_CHECKING:
     from ecpa.runtime.stores.replay import SqliteReplayFence as SqliteReplayFence
     from ecpa.runtime.stores.replay import open_replay_fence as open_replay_fence
     from ecpa.runtime.stores.store import EvidenceStore as EvidenceStore
+    from ecpa.runtime.stores.store_prune import PrunedDay as PrunedDay
+    from ecpa.runtime.stores.store_prune import prune_store as prune_store
     from ecpa.runtime.stores.store_roles import StoreRoles as StoreRoles
     from ecpa.runtime.stores.store_roles import init_store as init_store
 
@@ -184,6 +186,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "EvidenceLog": ("ecpa.runtime.host.evidence_log", "EvidenceLog"),
     "EvidenceStore": ("ecpa.runtime.stores.store", "EvidenceStore"),
     "StoreRoles": ("ecpa.runtime.stores.store_roles", "StoreRoles"),
+    "PrunedDay": ("ecpa.runtime.stores.store_prune", "PrunedDay"),
+    "prune_store": ("ecpa.runtime.stores.store_prune", "prune_store"),
     "init_store": ("ecpa.runtime.stores.store_roles", "init_store"),
     "LaunchEnvironment": ("ecpa.runtime.model.process", "LaunchEnvironment"),
     "Judged": ("ecpa.runtime.host.launches", "Judged"),

@@ -58,9 +58,11 @@ def test_a_nonce_claimed_by_a_batch_not_yet_committed_is_kept_as_a_replay(
     assert nonce is not None
     EvidenceStore(pg_dsn).close()
     with psycopg.connect(pg_dsn) as other:  # the first shipper's batch, open
+        other.execute("SELECT ecpa_evidence_day('launch-b')")  # its partition first
         other.execute(
             "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
-            " claimed_sha256) VALUES ('launch-b', 'x.jsonl', 0, %s, %s, %s)",
+            " claimed_sha256, launch_day) VALUES ('launch-b', 'x.jsonl', 0, %s, %s, %s,"
+            " ecpa_evidence_day('launch-b'))",
             (first, nonce_key(nonce), nonce_key(nonce)),
         )
         result: list[int | None] = []
@@ -115,10 +117,12 @@ def test_two_batches_claiming_nonces_in_opposite_orders_both_land(
 
     insert = (
         "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
-        " claimed_sha256) VALUES ('launch-b', 'x.jsonl', %s, %s, %s, %s)"
+        " claimed_sha256, launch_day) VALUES ('launch-b', 'x.jsonl', %s, %s, %s, %s,"
+        " ecpa_evidence_day('launch-b'))"
     )
     with psycopg.connect(pg_dsn) as other:
         other.execute("SET deadlock_timeout = '5s'")  # the shipper's side finds the cycle
+        other.execute("SELECT ecpa_evidence_day('launch-b')")  # its partition first
         other.execute(insert, (1, lines[1][1], keys[1], keys[1]))  # Y first
         thread = threading.Thread(target=shipper)
         thread.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from bench.launchdir import Written, write_launch
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.stores.store import EvidenceStore
+from ecpa.runtime.stores.store_prune import prune_store
 from ecpa.runtime.stores.store_roles import init_store
 from tests.runtime.test_ship import decision, ecpa, local, remote, ship, stored_lines
 
@@ -97,8 +99,9 @@ def test_a_shipper_cannot_touch_another_shippers_launch(logins: Logins, tmp_path
     line = (b'{"forged": 1}', b"\x01" * 32)
     said = _refused(
         logins.dsn["host2"],
-        "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, claimed_sha256)"
-        " VALUES ('launch-one', 'x.jsonl', 999999, %s, %s)",
+        "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, claimed_sha256,"
+        " launch_day) VALUES ('launch-one', 'x.jsonl', 999999, %s, %s,"
+        " ecpa_evidence_day('launch-one'))",
         line,
     )
     assert "row-level security" in said
@@ -135,14 +138,15 @@ def test_a_shipper_may_not(logins: Logins, tmp_path: Path, sql: str) -> None:
 @pytest.mark.parametrize(
     "sql",
     [
-        "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line)"
-        " VALUES ('launch-one', 'x', 1, 'x')",
+        "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, launch_day)"
+        " VALUES ('launch-one', 'x', 1, 'x', current_date)",
         "UPDATE ecpa_evidence SET line = 'x'",
         "DELETE FROM ecpa_evidence",
         "UPDATE ecpa_launch SET exit_doc = 'x'",
         "INSERT INTO ecpa_ship_position VALUES ('launch-one', 'x', 1, 1, 0, 'x')",
         "UPDATE ecpa_ship_position SET end_offset = 0",
         "DROP TABLE ecpa_launch",
+        "SELECT ecpa_evidence_day('launch-one')",  # makes partitions: for shippers only
     ],
 )
 def test_a_reader_may_not(logins: Logins, tmp_path: Path, sql: str) -> None:
@@ -207,3 +211,30 @@ def test_a_store_without_roles_is_unchanged(pg_dsn: str, tmp_path: Path) -> None
     assert ship(pg_dsn, w).stored > 0
     with EvidenceStore(pg_dsn) as store:
         assert store.query("SELECT shipper FROM ecpa_launch") == [("postgres",)]
+
+
+def test_only_the_manager_prunes(logins: Logins, tmp_path: Path) -> None:
+    import psycopg
+
+    ship(logins.dsn["host1"], _launch(tmp_path, "launch-one"))
+    with psycopg.connect(logins.admin, autocommit=True) as conn:  # ended, on a past day
+        conn.execute(
+            "UPDATE ecpa_launch SET supervisor_alive = false, supervisor_checked_at = 1,"
+            " day = '2026-01-01'"
+        )
+        conn.execute("SELECT ecpa_evidence_day('launch-one')")  # its partition, the manager's
+        conn.execute(
+            "WITH moved AS (DELETE FROM ecpa_evidence RETURNING *) INSERT INTO ecpa_evidence"
+            " SELECT launch_id, source, file_offset, line, nonce_sha256, claimed_sha256,"
+            " stored_at, '2026-01-01' FROM moved"
+        )
+    before = int(time.time()) - 60
+    for role in ("host1", "ro"):
+        with pytest.raises(EcpaError) as err:
+            prune_store(logins.dsn[role], before)
+        assert err.value.code is ErrorCode.EVIDENCE_STORE
+        assert "must be owner" in err.value.detail or "permission denied" in err.value.detail
+    assert stored_lines(logins.admin, "launch-one")  # nothing dropped
+    [day] = [d for d in prune_store(logins.dsn["boss"], before) if d.day == "2026-01-01"]
+    assert day.dropped
+    assert stored_lines(logins.admin, "launch-one") == []

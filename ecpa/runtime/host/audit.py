@@ -156,7 +156,8 @@ def stored_journal_checks(
     for source in db.sources(launch_id):
         if source.startswith(JOURNAL_SOURCE):
             rows = db.query(
-                "SELECT line FROM ecpa_evidence WHERE launch_id = %s AND source = %s "
+                "SELECT line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
+                " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s) AND source = %s "
                 "ORDER BY file_offset",
                 (launch_id, source),
             )
@@ -367,7 +368,8 @@ def audit_store(
             if not LOG_NAME.fullmatch(name):
                 continue
             rows = db.query(
-                "SELECT line FROM ecpa_evidence WHERE launch_id = %s AND source = %s "
+                "SELECT line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
+                " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s) AND source = %s "
                 "ORDER BY file_offset",
                 (launch_id, name),
             )

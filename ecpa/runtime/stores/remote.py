@@ -74,7 +74,11 @@ class StoredLog:
 
     def _lines(self, sql: str, params: tuple[int, ...]) -> list[tuple[int, bytes]]:
         # ``sql`` is one of this class's constant clauses, never input.
-        head = "SELECT file_offset, line FROM ecpa_evidence WHERE launch_id = %s AND source = %s"
+        # The launch's day: its partition alone is read (pruned when the query runs).
+        head = (
+            "SELECT file_offset, line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
+            " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s) AND source = %s"
+        )
         rows = self.store.query(head + sql, (self.launch_id, self.name, *params))
         return [(int(o), bytes(line)) for o, line in rows]
 
@@ -352,7 +356,8 @@ def stored_certificates(store: EvidenceStore, launch_id: str) -> bytes | EcpaErr
     if ENROLLMENTS_FILE not in store.sources(launch_id):
         return None
     rows = store.query(
-        "SELECT line FROM ecpa_evidence WHERE launch_id = %s AND source = %s"
+        "SELECT line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
+        " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s) AND source = %s"
         " ORDER BY file_offset LIMIT %s",
         (launch_id, ENROLLMENTS_FILE, MAX_ENROLLMENTS_BYTES // 1024),
     )

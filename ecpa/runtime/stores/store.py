@@ -1,15 +1,17 @@
 """The evidence store on PostgreSQL: launches' evidence lines, copied by ``ecpa ship`` from
 the host that runs them, read by ``ecpa status --db`` on any host.
 
-Tables (schema component ``evidence_store``, version 3, made on first use; a writer brings a
-version 1 or 2 store up to date):
+Tables (schema component ``evidence_store``, version 4, made on first use; a writer brings a
+store of versions 1 to 3 up to date):
 
 - ``ecpa_launch``: one row per launch, its ``launch.json``, ``trust.json`` and ``exit.json``
   byte for byte (a launch id already stored with another ``launch.json`` is refused), and
   (version 3) the database role that stored it first, its shipper;
 - ``ecpa_evidence``: one row per complete line of a process log, byte for byte (without its
-  newline), at its byte offset in that log (the primary key); a line's ``challenge_nonce``
-  is a unique key: each nonce is stored once, and a line repeating a stored nonce (a replay)
+  newline), at its byte offset in that log (the primary key), partitioned by its launch's
+  day (version 4: ``ecpa_evidence_YYYYMMDD``, :mod:`~ecpa.runtime.stores.store_schema`);
+  a line's ``challenge_nonce`` is a unique key within its day: each nonce is stored once,
+  and a line repeating a stored nonce (a replay)
   is kept with ``nonce`` NULL and the nonce it claims, so that the store holds what the
   logs hold and a status from it judges the same lines;
 - ``ecpa_ship_position``: per log, how far it is copied (and which file, by device and
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STORE_VERSION", "EvidenceStore", "LaunchRow", "Part", "Position", "line_nonce"]
 
-STORE_COMPONENT, STORE_VERSION = "evidence_store", 3
+STORE_COMPONENT, STORE_VERSION = "evidence_store", 4
 _CODE = ErrorCode.EVIDENCE_STORE
 #: A launch's row: stored, or (the same launch.json, the same host) brought up to date; no
 #: row returned when another launch holds the id.
@@ -210,8 +212,11 @@ class EvidenceStore:
     def claim_launch(self, launch_id: str, host: str, launch_doc: bytes) -> None:
         """Store the launch (``launch.json`` only) if it is not stored yet: its shipper's
         before anything else of it (the certificates first among them), what was stored
-        unchanged. Raises as :meth:`put_launch`."""
+        unchanged; and its day's partition made if missing, in a transaction of its own
+        (making one locks the evidence table until its commit: never inside a batch when
+        it can be helped). Raises as :meth:`put_launch`."""
         self._launch_row(_CLAIM_LAUNCH, (launch_id, host, launch_doc, None, None))
+        self.query("SELECT ecpa_evidence_day(%s)", (launch_id,))
 
     def _launch_row(self, sql: str, params: tuple[Any, ...]) -> None:
         if not self.query(sql, params):

@@ -79,6 +79,14 @@ def _one(conn: psycopg.Connection[Any], query: str) -> Any:
     return None if row is None else row[0]
 
 
+def _partitions(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = 'ecpa_evidence'::regclass ORDER BY 1"
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def _roles(conn: psycopg.Connection[Any], names: tuple[str, ...]) -> tuple[str, ...]:
     from psycopg import sql
 
@@ -102,9 +110,14 @@ def _grant(conn: psycopg.Connection[Any], schema: str, ship: str, read: str, bos
         run("GRANT {} TO CURRENT_USER", boss)  # to hand it the tables
     conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}, {}, {}").format(
         sch, sql.Identifier(ship), sql.Identifier(read), sql.Identifier(boss)))  # fmt: skip
-    for table in (*_TABLES, "ecpa_schema"):
+    conn.execute(sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(sch, sql.Identifier(boss)))
+    for table in (*_TABLES, "ecpa_schema", "ecpa_status_checkpoint", *_partitions(conn)):
         run(f"ALTER TABLE {table} OWNER TO {{}}", boss)
         run(f"REVOKE ALL ON {table} FROM {{}}, {{}}", ship, read)
+    # The day's partition is made by the table's owner, for whoever stores a line.
+    run("ALTER FUNCTION ecpa_evidence_day(text) OWNER TO {}", boss)
+    conn.execute("REVOKE ALL ON FUNCTION ecpa_evidence_day(text) FROM PUBLIC")
+    run("GRANT EXECUTE ON FUNCTION ecpa_evidence_day(text) TO {}", ship)
     run("GRANT SELECT ON ecpa_schema TO {}, {}", ship, read)
     run("GRANT SELECT ON ecpa_launch, ecpa_evidence, ecpa_ship_position TO {}", read)
     run("GRANT SELECT, INSERT, UPDATE, DELETE ON ecpa_reader_checkpoint TO {}", read)
@@ -116,7 +129,7 @@ def _grant(conn: psycopg.Connection[Any], schema: str, ship: str, read: str, bos
     )
     run(
         "GRANT SELECT (launch_id, source, file_offset), INSERT (launch_id, source,"
-        " file_offset, line, nonce_sha256, claimed_sha256) ON ecpa_evidence TO {}",
+        " file_offset, line, nonce_sha256, claimed_sha256, launch_day) ON ecpa_evidence TO {}",
         ship,
     )
     run("GRANT SELECT, INSERT, UPDATE ON ecpa_ship_position TO {}", ship)

@@ -3,12 +3,17 @@ up to date from an older version by a writer."""
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["create_tables", "upgrade_tables"]
+__all__ = ["PARTITION_PREFIX", "create_tables", "upgrade_tables"]
+
+#: The evidence table's partitions: one per UTC day, ``ecpa_evidence_YYYYMMDD``, holding the
+#: lines of the launches first stored that day (a launch's lines are all in one partition).
+PARTITION_PREFIX = "ecpa_evidence_"
 
 
 def create_tables(conn: psycopg.Connection[Any]) -> None:
@@ -48,7 +53,15 @@ def upgrade_tables(conn: psycopg.Connection[Any], found: int) -> None:
 
     Version 3 (docs/scale.md, "Roles"): each launch names the database role that stored it
     first (``ecpa_launch.shipper``), the one shipper role that may write its rows once
-    ``ecpa store init`` has made the roles (launches of an older store: the upgrader's)."""
+    ``ecpa store init`` has made the roles (launches of an older store: the upgrader's).
+
+    Version 4 (docs/scale.md, "Partitions"): the evidence table is partitioned by day, the
+    UTC day its launch was first stored (``ecpa_launch.day``, the evidence's
+    ``launch_day``): ``ecpa store prune`` drops whole days of ended launches. A nonce is
+    unique within its day's partition (a record copied into another launch is refused by
+    its binding in any case). The lines of an older store are copied into the new table."""
+    if found < 4:
+        _partition(conn)
     if found < 3:
         conn.execute(
             "ALTER TABLE ecpa_launch ADD COLUMN IF NOT EXISTS"
@@ -83,3 +96,76 @@ def upgrade_tables(conn: psycopg.Connection[Any], found: int) -> None:
             conn.execute(
                 sql.SQL("GRANT {} ON ecpa_reader_checkpoint TO {}").format(sql.SQL(privilege), who)
             )
+
+
+def _partition(conn: psycopg.Connection[Any]) -> None:
+    from psycopg import sql
+
+    conn.execute("ALTER TABLE ecpa_launch ADD COLUMN IF NOT EXISTS day date")
+    kind = conn.execute(
+        "SELECT c.relkind FROM pg_class c WHERE c.oid = 'ecpa_evidence'::regclass"
+    ).fetchone()
+    if kind is not None and kind[0] == "p":
+        return  # already partitioned (a store marked older than it is)
+    conn.execute(
+        "UPDATE ecpa_launch l SET day = (coalesce((SELECT min(e.stored_at) FROM ecpa_evidence e"
+        " WHERE e.launch_id = l.launch_id), l.updated_at) AT TIME ZONE 'UTC')::date"
+        " WHERE day IS NULL"
+    )
+    conn.execute(
+        "ALTER TABLE ecpa_launch ALTER COLUMN day SET DEFAULT (now() AT TIME ZONE 'UTC')::date,"
+        " ALTER COLUMN day SET NOT NULL"
+    )
+    conn.execute("ALTER TABLE ecpa_evidence RENAME TO ecpa_evidence_v3")
+    conn.execute("ALTER INDEX IF EXISTS ecpa_evidence_pkey RENAME TO ecpa_evidence_v3_pkey")
+    conn.execute(
+        "ALTER INDEX IF EXISTS ecpa_evidence_nonce_sha256_key RENAME TO ecpa_evidence_v3_nonce"
+    )
+    conn.execute(
+        "CREATE TABLE ecpa_evidence ("
+        " launch_id text NOT NULL, source text NOT NULL, file_offset bigint NOT NULL,"
+        " line bytea NOT NULL, nonce_sha256 bytea, claimed_sha256 bytea,"
+        " stored_at timestamptz NOT NULL DEFAULT now(), launch_day date NOT NULL,"
+        " PRIMARY KEY (launch_id, source, file_offset, launch_day),"
+        " UNIQUE (nonce_sha256, launch_day)) PARTITION BY RANGE (launch_day)"
+    )
+    schema = conn.execute("SELECT current_schema()").fetchone()
+    assert schema is not None
+    conn.execute(
+        sql.SQL(
+            "CREATE OR REPLACE FUNCTION ecpa_evidence_day(launch text) RETURNS date"
+            " LANGUAGE plpgsql SECURITY DEFINER SET search_path = {}, pg_temp AS $f$"
+            " DECLARE d date; part text; BEGIN"
+            "  SELECT day INTO d FROM ecpa_launch WHERE launch_id = launch;"
+            "  d := coalesce(d, (now() AT TIME ZONE 'UTC')::date);"
+            "  part := {} || to_char(d, 'YYYYMMDD');"
+            "  IF to_regclass(quote_ident(part)) IS NULL THEN"
+            "   PERFORM pg_advisory_xact_lock(hashtext(current_schema() || part));"
+            "   EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF ecpa_evidence"
+            " FOR VALUES FROM (%L) TO (%L)', part, d, d + 1);"
+            "  END IF;"
+            "  RETURN d; END $f$"
+        ).format(sql.Identifier(schema[0]), sql.Literal(PARTITION_PREFIX))
+    )
+    # A line's day: its launch's, or (a line of no stored launch) the day it was stored.
+    conn.execute("ALTER TABLE ecpa_evidence_v3 ADD COLUMN launch_day date")
+    conn.execute(
+        "UPDATE ecpa_evidence_v3 e SET launch_day = coalesce((SELECT l.day FROM ecpa_launch l"
+        " WHERE l.launch_id = e.launch_id), (e.stored_at AT TIME ZONE 'UTC')::date)"
+    )
+    days = conn.execute("SELECT DISTINCT launch_day FROM ecpa_evidence_v3").fetchall()
+    for (day,) in days:
+        name = sql.Identifier(f"{PARTITION_PREFIX}{day:%Y%m%d}")
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} PARTITION OF ecpa_evidence"
+                " FOR VALUES FROM ({}) TO ({})"
+            ).format(name, sql.Literal(day), sql.Literal(day + datetime.timedelta(days=1)))
+        )
+    conn.execute(
+        "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
+        " claimed_sha256, stored_at, launch_day)"
+        " SELECT launch_id, source, file_offset, line, nonce_sha256, claimed_sha256,"
+        " stored_at, launch_day FROM ecpa_evidence_v3"
+    )
+    conn.execute("DROP TABLE ecpa_evidence_v3")

@@ -1,6 +1,6 @@
 """The shipping transaction of the evidence store (:meth:`EvidenceStore.ship_logs
 <ecpa.runtime.stores.store.EvidenceStore.ship_logs>`): the new lines of several logs of a
-launch stored, and their positions moved, in one transaction of five statements whatever
+launch stored, and their positions moved, in one transaction of six statements whatever
 the number of logs or lines (a fleet's shipper follows hundreds of logs, each a line or two
 a pass: docs/scale.md)."""
 
@@ -53,8 +53,9 @@ _LOCK_POSITIONS = (
 #: be: no conflict target, so that a nonce taken is a row not stored, never an error.
 _INSERT_LINES = (
     "INSERT INTO ecpa_evidence"
-    " (launch_id, source, file_offset, line, nonce_sha256, claimed_sha256)"
-    " SELECT %s, s, o, l, k, k FROM unnest(%s::text[], %s::bigint[], %s::bytea[], %s::bytea[])"
+    " (launch_day, launch_id, source, file_offset, line, nonce_sha256, claimed_sha256)"
+    " SELECT %s, %s, s, o, l, k, k FROM unnest(%s::text[], %s::bigint[], %s::bytea[],"
+    " %s::bytea[])"
     " WITH ORDINALITY AS t(s, o, l, k, n) ORDER BY n"
     " ON CONFLICT DO NOTHING RETURNING source, file_offset"
 )
@@ -62,10 +63,10 @@ _INSERT_LINES = (
 #: log's), skipped when their offset is stored already.
 _INSERT_REPLAYS = (
     "INSERT INTO ecpa_evidence"
-    " (launch_id, source, file_offset, line, nonce_sha256, claimed_sha256)"
-    " SELECT %s, s, o, l, NULL, k FROM unnest(%s::text[], %s::bigint[], %s::bytea[],"
+    " (launch_day, launch_id, source, file_offset, line, nonce_sha256, claimed_sha256)"
+    " SELECT %s, %s, s, o, l, NULL, k FROM unnest(%s::text[], %s::bigint[], %s::bytea[],"
     " %s::bytea[]) AS t(s, o, l, k)"
-    " ON CONFLICT (launch_id, source, file_offset) DO NOTHING RETURNING source"
+    " ON CONFLICT (launch_id, source, file_offset, launch_day) DO NOTHING RETURNING source"
 )
 _MOVE_POSITIONS = (
     "UPDATE ecpa_ship_position p SET dev = t.d, ino = t.i, end_offset = t.e, anchor = t.a"
@@ -99,15 +100,19 @@ def ship_parts(
     counts: dict[str, int] = {p.source: 0 for p in fresh}
     rows = [(p.source, *line) for p in fresh for line in p.lines]
     if rows:
+        # The launch's day (its partition, made if missing: the function is the table
+        # owner's, so that a shipper without the right to create tables may call it).
+        day = conn.execute("SELECT ecpa_evidence_day(%s)", (launch_id,)).fetchone()
+        assert day is not None
         done = {
             (str(r[0]), int(r[1]))
-            for r in conn.execute(_INSERT_LINES, (launch_id, *_columns(rows, 4))).fetchall()
+            for r in conn.execute(_INSERT_LINES, (day[0], launch_id, *_columns(rows, 4))).fetchall()
         }
         for source, _ in done:
             counts[source] += 1
         replays = [r for r in rows if r[3] is not None and (r[0], r[1]) not in done]
         if replays:
-            again = conn.execute(_INSERT_REPLAYS, (launch_id, *_columns(replays, 4)))
+            again = conn.execute(_INSERT_REPLAYS, (day[0], launch_id, *_columns(replays, 4)))
             for r in again.fetchall():
                 counts[str(r[0])] += 1
     if fresh:
