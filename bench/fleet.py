@@ -124,9 +124,10 @@ def _bytes_per_line(dsn: str) -> float:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT pg_total_relation_size('ecpa_evidence')::float8 / greatest(count(*), 1)"
-            " FROM ecpa_evidence"
+        row = conn.execute(  # the partitions' sizes: the partitioned table itself holds none
+            "SELECT (SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits"
+            " WHERE inhparent = 'ecpa_evidence'::regclass)::float8"
+            " / greatest((SELECT count(*) FROM ecpa_evidence), 1)"
         ).fetchone()
     assert row is not None
     return float(row[0])

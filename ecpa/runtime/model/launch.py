@@ -120,7 +120,7 @@ def slots_from_list(value: object, what: str) -> tuple[Slot, ...]:
         raise invalid_input(
             f"{what}: expected 'slots' as a list of 1 to {_MAX_SLOTS} slots, found {value!r}"
         )
-    slots: list[Slot] = []
+    slots: dict[Slot, None] = {}  # in order; a set's lookup (a fleet's launch has thousands)
     for item in value:
         if not isinstance(item, dict) or set(item) != {"role", "ordinal"}:
             raise invalid_input(
@@ -129,7 +129,7 @@ def slots_from_list(value: object, what: str) -> tuple[Slot, ...]:
         slot = Slot(item["role"], item["ordinal"])
         if slot in slots:
             raise invalid_input(f"{what}: expected distinct slots, found {slot.name} twice")
-        slots.append(slot)
+        slots[slot] = None
     return tuple(slots)
 
 
