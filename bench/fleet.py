@@ -7,8 +7,12 @@ catch-up; 64 x 10, a follower's few lines a log; 625 x 1, one second of 10,000 p
 all at once into one store, against a bare ``COPY`` of the same bytes (launch, log, offset,
 line) from 16 processes into an unindexed table of those four columns. Each round ships
 into a fresh schema. Lines per second are the lines stored (the managers' certificates
-too) over the wall time from the start signal to the last process's end. Figures are
-printed, never enforced.
+too) over the wall time from the start signal to the last process's end.
+
+And the fleet's verdict: 100 launches x 100 scheduler processes (3 records each over ten
+minutes), shipped, then every launch judged from the store, warm (each log's history
+walked at an earlier status), against the same launches judged from their directories,
+warm; target 1 s. Figures are printed, never enforced.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from bench.launchdir import HOST, Written, hermetic_config, write_launch
 from bench.paired import Row, summarize, table
 from bench.shared import server
 from ecpa.runtime.host.ship import ship_launch
+from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.model.process import check_alive
+from ecpa.runtime.stores.remote import status_from_store
 from ecpa.runtime.stores.store import EvidenceStore
 
 NOW = 1_800_000_000
@@ -196,6 +202,81 @@ def ingest_row(dsn: str, tmp: Path, rounds: int, slots: int, records: int) -> Ro
     )
 
 
+def _verdicts(dsn: str, launch_ids: list[str]) -> list[bool]:
+    """Every stored launch's verdict from the store, one status each, in this process (as
+    ``ecpa launches --db`` judges them)."""
+    return [
+        status_from_store(dsn, launch_id, now=NOW, history_budget_s=None).effective
+        for launch_id in launch_ids
+    ]
+
+
+def _from_files(launches: list[Written]) -> list[bool]:
+    return [
+        status_from_launch_dir(
+            w.directory, now=NOW, proc_root=w.proc_root, host=HOST, history_budget_s=None
+        ).effective
+        for w in launches
+    ]
+
+
+def verdict_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int, records: int) -> Row:
+    """The fleet's verdict: every launch of ``count`` x ``slots`` judged from the store,
+    warm (each log's history walked at an earlier status), against the same launches from
+    their directories, warm."""
+    interval = 600 // records  # ten minutes of history, whatever the number of records
+    launches = [
+        write_launch(
+            tmp / "verdict" / f"l{i}",
+            slots=slots,
+            records=records,
+            now=NOW,
+            interval=interval,
+            launch_id=f"launch-v{i:04d}",
+            challenge=secrets.token_urlsafe(32),
+        )
+        for i in range(count)
+    ]
+    made: list[str] = []
+    try:
+        where = _fresh_schema(dsn, made)
+        EvidenceStore(where).close()
+        for start in range(0, count, SHIPPERS):
+            _all_at_once(_ship, where, launches[start : start + SHIPPERS])
+        ids = [w.directory.name for w in launches]
+        began = time.perf_counter()
+        first = _verdicts(where, ids)  # cold: each history walked, the checkpoints saved
+        cold = time.perf_counter() - began
+        _from_files(launches)  # the files' checkpoints too
+        base_t: list[float] = []
+        ours_t: list[float] = []
+        answers = set()
+        for r in range(rounds):
+            sides = [(_from_files, launches, base_t), (_verdicts, ids, ours_t)]
+            for fn, arg, into in sides if r % 2 == 0 else sides[::-1]:
+                began = time.perf_counter()
+                answer = fn(where, arg) if fn is _verdicts else fn(arg)  # type: ignore[operator]
+                into.append(time.perf_counter() - began)
+                answers.add(tuple(answer))
+    finally:
+        _drop(dsn, made)
+    p = summarize(base_t, ours_t)
+    same = "the same verdicts" if len(answers) == 1 else f"DIFFERENT verdicts {answers}"
+    return Row(
+        f"fleet verdict from the store, {count} x {slots} slots, warm",
+        "the same launches from their directories, warm",
+        p.base,
+        p.ours,
+        "s",
+        p.ratio,
+        p.spread,
+        "<= 1 s",
+        p.ours <= 1.0,
+        f"{rounds} rounds; {sum(first)} of {count} effective; cold (histories walked) "
+        f"{cold:.1f} s; {same}; {records} records a process over 10 minutes",
+    )
+
+
 def fleet_rows(*, quick: bool, tmp: Path, dsn: str | None = None) -> list[Row]:
     """The rows of this module (one "not measured here" row without PostgreSQL)."""
     with server(dsn) as where:
@@ -210,6 +291,7 @@ def fleet_rows(*, quick: bool, tmp: Path, dsn: str | None = None) -> list[Row]:
             ingest_row(base, tmp, rounds, 64, 2 if quick else 10),  # following: few lines a log
             # One second of a fleet of 10,000 processes, one statement a second each.
             *([] if quick else [ingest_row(base, tmp, rounds, 625, 1)]),
+            verdict_row(base, tmp, 2 if quick else 3, 4 if quick else 100, 10 if quick else 100, 3),
         ]
 
 
