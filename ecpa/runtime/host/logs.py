@@ -19,7 +19,7 @@ from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import Policy
 from ecpa.runtime.judge import history
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.judge.sources import judge_sources, newest_lines
+from ecpa.runtime.judge.sources import MAX_LINES, judge_sources, newest_lines
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine
@@ -131,8 +131,8 @@ class FileLog:
     ) -> bool:
         return history.advance(self.fd, ck, walk, end=end, deadline=deadline)
 
-    def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
-        return newest_lines(self.fd, end)
+    def newest_lines(self, end: int, limit: int = MAX_LINES) -> list[tuple[int, bytes]]:
+        return newest_lines(self.fd, end, max_lines=limit)
 
     def line_at(self, offset: int) -> bytes | None:
         # The walk may record a line's start before blank lines that precede it (read_log

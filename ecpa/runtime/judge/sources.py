@@ -41,6 +41,7 @@ from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is
 from ecpa.runtime.model.launch import ExpectedLaunch
 
 __all__ = [
+    "FIRST_LINES",
     "FUTURE_GRACE_S",
     "MAX_BYTES",
     "MAX_EXPIRED_RUN",
@@ -53,6 +54,10 @@ __all__ = [
 ]
 
 MAX_LINES = 64
+#: The newest lines read first: the newest record decides in the common case, and the
+#: other :data:`MAX_LINES` are read only when none of these is accepted (an evidence store
+#: sends each line it is asked for over the network).
+FIRST_LINES = 4
 #: Consecutive expired records after which the search stops: one expired line may be an old
 #: record copied to the end (a replay, passed over); a run of them is a log gone quiet.
 MAX_EXPIRED_RUN = 8
@@ -190,7 +195,7 @@ def _merge(ck: history.Checkpoint, decision: TailDecision, name: str) -> Stream:
 class LogSource(Protocol):
     """One process log as :func:`judge_sources` reads it: a file beside its checkpoint
     (:class:`ecpa.runtime.host.logs.FileLog`), or the lines an evidence store holds
-    (:class:`ecpa.runtime.stores.remote.StoredLog`). Offsets order its lines; the checkpoint's
+    (:class:`ecpa.runtime.stores.stored_log.StoredLog`). Offsets order its lines; the checkpoint's
     offset is the first not yet walked."""
 
     name: str
@@ -216,9 +221,9 @@ class LogSource(Protocol):
         """Walk forward from ``ck`` until ``end`` or ``deadline``; True when at ``end``."""
         ...
 
-    def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
-        """The newest complete lines before ``end``, newest first (see
-        :func:`newest_lines`)."""
+    def newest_lines(self, end: int, limit: int = MAX_LINES) -> list[tuple[int, bytes]]:
+        """The newest complete lines before ``end``, newest first, among the newest
+        ``limit`` (see :func:`newest_lines`)."""
         ...
 
     def line_at(self, offset: int) -> bytes | None:
@@ -332,16 +337,19 @@ def judge_sources(
         complete = source.advance(ck, walk_into, end=end, deadline=deadline)
         if ck.offset != before:
             ck.judged_at = max(ck.judged_at, now)
-        candidates = source.newest_lines(end)
-        if fragment and is_json(fragment):  # a whole record without its newline: a line
-            candidates.insert(0, (end, fragment))
-        decision = decide(
-            candidates,
-            check,
-            history_offset=ck.offset,
-            history_last_seq=ck.stream.last_seq,
-            now=now,
-        )
+        for limit in (FIRST_LINES, MAX_LINES):
+            candidates = source.newest_lines(end, limit)
+            if fragment and is_json(fragment):  # a whole record without its newline: a line
+                candidates.insert(0, (end, fragment))
+            decision = decide(
+                candidates,
+                check,
+                history_offset=ck.offset,
+                history_last_seq=ck.stream.last_seq,
+                now=now,
+            )
+            if decision.newest is not None:  # none accepted is decided on all MAX_LINES
+                break
         merged = _merge(ck, decision, name)
         if len(fragment) > MAX_RECORD_LENGTH:  # as the reader refuses an over-long line
             detail = f"expected a record line of at most {MAX_RECORD_LENGTH} bytes, found more"

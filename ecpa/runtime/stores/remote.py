@@ -15,10 +15,6 @@ false, never true.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
-from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -33,169 +29,24 @@ from ecpa.runtime.judge.derive import verdict_launch
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.sources import FUTURE_GRACE_S, judge_sources
-from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE, MAX_ENROLLMENTS_BYTES
-from ecpa.runtime.model.evidence import LogLine, parse_record
 from ecpa.runtime.model.host_journal import JOURNAL_SOURCE
 from ecpa.runtime.model.launch import ended_from_bytes, launch_from_bytes
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
 from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
 from ecpa.runtime.stores.store import EvidenceStore, LaunchRow
+from ecpa.runtime.stores.stored_log import Prefetched, StoredLog
 
-__all__ = ["REMOTE_NOTE", "StoredLog", "status_from_store", "stored_certificates"]
+__all__ = ["REMOTE_NOTE", "status_from_store", "stored_certificates"]
 
 REMOTE_NOTE = (
     "status from the evidence store: /proc of the launch's host not read; a process counts "
     "as alive while its newest signed heartbeat is within the heartbeat window; descent from "
     "the supervisor not checked; the supervisor as ecpa ship last saw it"
 )
-_PAGE = 500
-
-
-class StoredLog:
-    """A process log as the evidence store holds it (a
-    :class:`~ecpa.runtime.judge.sources.LogSource`): its lines in file order, its checkpoint
-    in ``ecpa_status_checkpoint``. A checkpoint holds while the line just before its offset
-    is still the one it walked last (by hash): otherwise the history is walked again from
-    the start."""
-
-    def __init__(
-        self, store: EvidenceStore, launch_id: str, name: str, end: int, *, basis: str, save: bool
-    ) -> None:
-        self.store = store
-        self.launch_id = launch_id
-        self.name = name
-        self._end = end
-        self._basis = basis
-        self._save = save
-
-    def _lines(self, sql: str, params: tuple[int, ...]) -> list[tuple[int, bytes]]:
-        # ``sql`` is one of this class's constant clauses, never input.
-        # The launch's day: its partition alone is read (pruned when the query runs).
-        head = (
-            "SELECT file_offset, line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
-            " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s) AND source = %s"
-        )
-        rows = self.store.query(head + sql, (self.launch_id, self.name, *params))
-        return [(int(o), bytes(line)) for o, line in rows]
-
-    def _newest(self, end: int, limit: int) -> list[tuple[int, bytes]]:
-        return self._lines(" AND file_offset < %s ORDER BY file_offset DESC LIMIT %s", (end, limit))
-
-    def _anchor(self, offset: int) -> str:
-        if offset == 0:
-            return hashlib.sha256(b"").hexdigest()
-        before = self._newest(offset, 1)
-        text = b"" if not before else str(before[0][0]).encode() + b":" + before[0][1]
-        return hashlib.sha256(text).hexdigest()
-
-    def load(self, launch_id: str, now: int) -> history.Checkpoint:
-        fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
-        try:
-            rows = self.store.query(
-                "SELECT doc FROM ecpa_reader_checkpoint"
-                " WHERE reader = current_user AND launch_id = %s AND source = %s",
-                (launch_id, self.name),
-            )
-        except EcpaError:  # no right to read it (yet): only a slower status
-            return fresh
-        try:
-            doc = json.loads(rows[0][0]) if rows else None
-        except (ValueError, RecursionError):  # any unusable checkpoint is a slower status
-            doc = None
-        if (
-            not isinstance(doc, dict) or doc.get("basis") != self._basis
-        ):  # walked under another trust store
-            return fresh
-        try:
-            ck = history.checkpoint_from_dict(doc, self.name)
-        except Exception:  # any unusable checkpoint is only a slower status
-            return fresh
-        holds = (
-            ck.launch_id == launch_id
-            and (ck.dev, ck.ino) == (0, 0)
-            and 0 <= ck.offset <= self._end
-            and ck.anchor == self._anchor(ck.offset)
-            and ck.judged_at <= now
-        )
-        if not holds:
-            return fresh
-        ck.saved = True
-        return ck
-
-    def end(self) -> tuple[int, bytes]:
-        return self._end, b""  # only complete lines are shipped
-
-    def advance(
-        self,
-        ck: history.Checkpoint,
-        walk: Callable[[Iterator[LogLine], Stream], None],
-        *,
-        end: int,
-        deadline: float | None,
-    ) -> bool:
-        if ck.offset >= end:
-            return True
-        exhausted = False
-
-        def lines() -> Iterator[LogLine]:
-            nonlocal exhausted
-            while True:
-                page = self._lines(
-                    " AND file_offset >= %s AND file_offset < %s ORDER BY file_offset LIMIT %s",
-                    (ck.offset, end, _PAGE),
-                )
-                if not page:
-                    exhausted = True
-                    return
-                for offset, raw in page:
-                    number = ck.number + 1
-                    line = raw[:-1] if raw.endswith(b"\r") else raw
-                    try:
-                        item = LogLine(number, parse_record(line), None)
-                    except EcpaError as exc:
-                        item = LogLine(number, None, exc)
-                    newest = ck.stream.newest
-                    yield item  # walked when the generator resumes
-                    if ck.stream.newest is not newest:
-                        ck.newest_offset = offset
-                    ck.offset, ck.number = offset + 1, number
-                    if history.STOP.is_set() or (
-                        deadline is not None and time.monotonic() >= deadline
-                    ):
-                        return
-
-        walk(lines(), ck.stream)
-        if exhausted:  # to the end (a walk that stopped before a line leaves it for the next)
-            ck.offset = end
-        ck.anchor = self._anchor(ck.offset)
-        return exhausted
-
-    def newest_lines(self, end: int) -> list[tuple[int, bytes]]:
-        found = self._newest(end, 64)
-        return [(o, line[:-1] if line.endswith(b"\r") else line) for o, line in found]
-
-    def line_at(self, offset: int) -> bytes | None:
-        found = self._lines(" AND file_offset = %s", (offset,))
-        return found[0][1].removesuffix(b"\r") if found else None
-
-    def save(self, ck: history.Checkpoint) -> str | None:
-        if not self._save:
-            return None
-        try:
-            doc = json.dumps({**ck.to_dict(), "basis": self._basis}, separators=(",", ":"))
-            self.store.query(  # the reader is the database role (row level security)
-                "INSERT INTO ecpa_reader_checkpoint (launch_id, source, doc) VALUES (%s, %s, %s)"
-                " ON CONFLICT (reader, launch_id, source) DO UPDATE SET doc = EXCLUDED.doc",
-                (self.launch_id, self.name, doc),
-            )
-        except EcpaError as exc:
-            return f"checkpoint of {self.name} not saved: {exc.detail}"
-        ck.saved = True
-        return None
 
 
 def _trust(data: bytes, what: str) -> TrustStore:
@@ -284,7 +135,7 @@ def status_from_store(
         basis = history.trust_basis(trust_store)
         save = save_checkpoints
         skipped: list[Reason] = []
-        sources = []
+        names = []
         for name in store.sources(launch_id):
             if name.startswith(JOURNAL_SOURCE) or name == ENROLLMENTS_FILE:
                 continue  # a host journal, shipped for the audit; the certificates
@@ -292,9 +143,14 @@ def status_from_store(
                 text = f"stored log {name!r}: not a process log name, skipped"
                 skipped.append(Reason(ReasonCode.SKIPPED, text))
                 continue
-            position = store.position(launch_id, name)
-            end = 0 if position is None else position.end
-            sources.append(StoredLog(store, launch_id, name, end, basis=basis, save=save))
+            names.append(name)
+        pre = Prefetched(store, launch_id, names)
+        sources = [
+            StoredLog(
+                store, launch_id, n, pre.ends.get(n, 0), basis=basis, save=save, prefetched=pre
+            )
+            for n in names
+        ]
         streams, notes = judge_sources(
             sources,
             trust_store,
