@@ -170,3 +170,25 @@ def test_a_10_mb_line_among_records_costs_no_record(pg_dsn: str, tmp_path: Path)
     assert len(stored) == len(set(stored)) == first.stored == len(file_lines(w))
     assert sorted(len(r[2]) for r in stored if r[2].startswith(b"yyy")) == [MAX_STORED_LINE]
     assert ship(pg_dsn, w).stored == 0
+
+
+@pytest.mark.parametrize("refused", [4, 5, 30])
+def test_refused_lines_at_a_logs_end_never_hide_its_newest_record(
+    pg_dsn: str, tmp_path: Path, refused: int
+) -> None:
+    """The end of a log is read 4 lines first: when none of those is accepted, all 64 are
+    (from the file and from the store alike), history not walked (a first status)."""
+    from bench.launchdir import HOST
+    from ecpa.runtime.host.status import status_from_launch_dir
+    from ecpa.runtime.stores.remote import status_from_store
+    from tests.runtime.test_ship import append, decision, ship
+
+    w = write_launch(tmp_path, slots=2, records=10, now=NOW)
+    append(w, 0, b"not a record\n" * refused)
+    ship(pg_dsn, w)
+    here = status_from_launch_dir(
+        w.directory, now=NOW, proc_root=w.proc_root, host=HOST, history_budget_s=0.0
+    )
+    there = status_from_store(pg_dsn, w.directory.name, now=NOW, history_budget_s=0.0)
+    assert [s.covered for s in here.slots] == [True, True]
+    assert decision(here) == decision(there)
