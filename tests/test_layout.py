@@ -283,11 +283,11 @@ def test_the_command_line_stays_thin() -> None:
     pays for the command that runs), ``ecpa dev``, the progress bar, ``--json`` and
     ``--password-file`` options on six commands; to 2,050 with issue 36: the operator's
     trust store (``--trust``) on status, audit and serve, and ``ecpa run --manager-key``; to
-    2,150 with issue 37: ``ecpa store init`` and ``ecpa store prune``."""
+    2,200 with issue 37: ``ecpa store init``, ``ecpa store prune``, ``status --all``."""
     modules = sorted((ROOT / "ecpa" / "cli").rglob("*.py"))
     assert len(modules) >= 5, modules  # guards the test itself
     total = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in modules)
-    assert total < 2150, total
+    assert total < 2200, total
     assert [path.name for path in modules if "demo" in path.stem] == []
 
 

@@ -13,6 +13,7 @@ from ecpa import runtime  # names loaded on first use: each source loads its own
 from ecpa._text import json_line, safe, when
 from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, read_json_object
+from ecpa.errors import EcpaError
 from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 
 __all__ = ["STATUS_EXAMPLES", "status_app", "status_command"]
@@ -23,11 +24,13 @@ Examples:
   ecpa status --launch runs/launch-1 --max-idle 30 --json
   ecpa status --evidence ev/launch-1.jsonl --trust trust.json --binding binding.json --json
   ecpa status --db postgresql://ecpa@db.example/ecpa --launch-id launch-1 --json
+  ecpa status --db postgresql://ecpa@db.example/ecpa --all --json
 
 \b
 --db: from the evidence store `ecpa ship` fills, for a launch on another host. /proc of that
 host is not read: a process counts as alive while its newest signed heartbeat is within the
-heartbeat window, and the reasons say so.
+heartbeat window, and the reasons say so. --all: every launch of the store without an end,
+one verdict each (--json: one object per line), exit 0 only if all are true.
 
 \b
 binding.json: {"plan_id", "launch_id", "plugin_id", "artifact_digest", "process_epoch",
@@ -90,6 +93,9 @@ def status_command(
         ),
     ] = None,
     launch_id: Annotated[str | None, typer.Option(help="The launch to judge from --db.")] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every launch of --db without an end (a fleet).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
     """Derive runtime_effective: signed, fresh, bound evidence from a live process.
@@ -106,8 +112,10 @@ def status_command(
         raise fail_usage(f"expected --max-abstain within [1, 2**53-1] seconds, found {max_abstain}")
     if sum(x is not None for x in (launch, evidence, db)) != 1:
         raise fail_usage("expected exactly one of --launch DIR, --evidence LOG and --db DSN")
-    if (db is None) != (launch_id is None):
-        raise fail_usage("expected --launch-id ID with --db DSN, and only with it")
+    if (db is None) != (launch_id is None and not every) or (every and launch_id is not None):
+        raise fail_usage("expected --launch-id ID or --all with --db DSN, and only with it")
+    if every:
+        _fleet(str(db), now, trust, replay_db, max_idle, max_abstain, as_json)
     launch_doc: dict[str, Any] | None = None  # launch.json (or --binding): the lifecycle
     # A monitor's timeout sends SIGTERM (a person, SIGINT): the history walks stop at their
     # next line boundary and are saved (RUNTIME.md "Bounded work"), then status exits 130.
@@ -176,6 +184,41 @@ def status_command(
         for reason in status.reasons:
             typer.echo(f"reason: {safe(reason.text)}")
     raise typer.Exit(EXIT_OK if status.effective else EXIT_INVALID)
+
+
+def _error(exc: EcpaError) -> dict[str, str]:
+    return {"code": exc.code.value, "detail": exc.detail}
+
+
+def _fleet(db: str, now: int | None, *options: Any) -> None:
+    """``--all``: each launch's verdict, a line (``--json``: an object) each."""
+    trust, replay_db, max_idle, max_abstain, as_json = options
+    if not runtime.is_postgres_dsn(db):
+        raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
+    with runtime.interruptible():
+        entries, more = runtime.fleet_status(
+            db, now=now, trust=trust, replay_db=replay_db, max_idle=max_idle,
+            max_abstain=max_abstain,
+        )  # fmt: skip
+    for e in entries:
+        if as_json:
+            doc = {"launch_id": e.launch_id, "runtime_effective": False}
+            if e.status is not None:
+                from ecpa.launcher.lifecycle import status_document
+
+                doc |= status_document(e.status, None) | {"launch_id": e.launch_id}
+            typer.echo(json_line(doc | ({} if e.error is None else {"error": _error(e.error)})))
+        elif e.status is not None:
+            covered = sum(s.covered for s in e.status.slots)
+            verdict = "true" if e.status.effective else "false"
+            typer.echo(f"{e.launch_id}: {verdict} ({covered}/{len(e.status.slots)} slots)")
+        else:
+            assert e.error is not None
+            typer.echo(f"{e.launch_id}: not judged: {safe(e.error.detail)}")
+    if more:
+        typer.echo(f"ecpa status: judged the first {len(entries):,} launches only", err=True)
+    ok = all(e.status is not None and e.status.effective for e in entries)
+    raise typer.Exit(EXIT_OK if ok else EXIT_INVALID)
 
 
 status_app = one_command(status_command, "status", epilog=STATUS_EXAMPLES)

@@ -130,6 +130,8 @@ if TYPE_CHECKING:
     from ecpa.runtime.model.process import prctl as prctl
     from ecpa.runtime.model.process import proc_table as proc_table
     from ecpa.runtime.model.process import read_identity as read_identity
+    from ecpa.runtime.stores.fleet import FleetEntry as FleetEntry
+    from ecpa.runtime.stores.fleet import fleet_status as fleet_status
     from ecpa.runtime.stores.operator import MANAGER_KEY_ENV as MANAGER_KEY_ENV
     from ecpa.runtime.stores.operator import TRUST_ENV as TRUST_ENV
     from ecpa.runtime.stores.operator import OperatorTrust as OperatorTrust
@@ -187,6 +189,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "EvidenceStore": ("ecpa.runtime.stores.store", "EvidenceStore"),
     "StoreRoles": ("ecpa.runtime.stores.store_roles", "StoreRoles"),
     "PrunedDay": ("ecpa.runtime.stores.store_prune", "PrunedDay"),
+    "FleetEntry": ("ecpa.runtime.stores.fleet", "FleetEntry"),
+    "fleet_status": ("ecpa.runtime.stores.fleet", "fleet_status"),
     "prune_store": ("ecpa.runtime.stores.store_prune", "prune_store"),
     "init_store": ("ecpa.runtime.stores.store_roles", "init_store"),
     "LaunchEnvironment": ("ecpa.runtime.model.process", "LaunchEnvironment"),

@@ -192,3 +192,132 @@ def test_refused_lines_at_a_logs_end_never_hide_its_newest_record(
     there = status_from_store(pg_dsn, w.directory.name, now=NOW, history_budget_s=0.0)
     assert [s.covered for s in here.slots] == [True, True]
     assert decision(here) == decision(there)
+
+
+def _fleet_of(dsn: str, root: Path, count: int, **kw: object) -> list[Written]:
+    from tests.runtime.test_ship import ship
+
+    launches = []
+    for i in range(count):
+        w = write_launch(root / f"f{i}", slots=3, records=10, launch_id=f"launch-f{i}",
+                         challenge=f"fleet{i}".ljust(43, "c"), **kw)  # type: ignore[arg-type]  # fmt: skip
+        ship(dsn, w, at=kw.get("now", NOW))  # type: ignore[arg-type]
+        launches.append(w)
+    return launches
+
+
+def test_the_fleet_verdict_judges_every_launch_not_ended_as_status_does(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    import json as json_module
+
+    from ecpa.runtime.stores.fleet import fleet_status
+    from ecpa.runtime.stores.remote import status_from_store
+    from tests.runtime.test_ship import decision
+
+    launches = _fleet_of(pg_dsn, tmp_path, 3, now=NOW)
+    ended = launches[2]
+    (ended.directory / "exit.json").write_text(
+        json_module.dumps({"schema": "ecpa-launch-exit/0.1", "ended_at": NOW, "exit_status": 0})
+    )
+    from tests.runtime.test_ship import ship
+
+    ship(pg_dsn, ended)
+    with EvidenceStore(pg_dsn) as store:  # a launch whose stored launch.json is another's
+        doc = (launches[0].directory / "launch.json").read_bytes()
+        store.query(
+            "INSERT INTO ecpa_launch (launch_id, host, launch_doc) VALUES ('launch-odd', 'h', %s)",
+            (doc,),
+        )
+    entries, more = fleet_status(pg_dsn, now=NOW, history_budget_s=None)
+    assert not more
+    assert [e.launch_id for e in entries] == ["launch-f0", "launch-f1", "launch-odd"]
+    for e in entries[:2]:
+        assert e.status is not None
+        assert e.status.effective
+        alone = status_from_store(pg_dsn, e.launch_id, now=NOW, history_budget_s=None)
+        assert decision(e.status) == decision(alone)
+    odd = entries[2]
+    assert odd.status is None
+    assert odd.error is not None
+    assert "launch-f0" in odd.error.detail  # named: the launch.json is of another launch
+    few, more = fleet_status(pg_dsn, now=NOW, limit=1)
+    assert [e.launch_id for e in few] == ["launch-f0"]
+    assert more
+
+
+def test_cli_status_all(pg_dsn: str, tmp_path: Path) -> None:
+    import json as json_module
+
+    from tests.runtime.test_ship import ecpa
+
+    _fleet_of(pg_dsn, tmp_path, 2, now=NOW)
+    out = ecpa("status", "--db", pg_dsn, "--all", "--now", str(NOW), "--json")
+    assert out.returncode == 0, out.stderr
+    docs = [json_module.loads(line) for line in out.stdout.splitlines()]
+    assert [(d["launch_id"], d["runtime_effective"]) for d in docs] == [
+        ("launch-f0", True),
+        ("launch-f1", True),
+    ]
+    assert docs[0]["coverage"] == {"covered": 3, "slots": 3}
+    text = ecpa("status", "--db", pg_dsn, "--all", "--now", str(NOW + 3600))  # all stale
+    assert text.returncode == 1
+    assert text.stdout.splitlines() == [
+        "launch-f0: false (0/3 slots)",
+        "launch-f1: false (0/3 slots)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--all",),  # no store
+        ("--db", "postgresql://x@127.0.0.1:1/y", "--all", "--launch-id", "launch-1"),
+        ("--launch", ".", "--all"),
+    ],
+)
+def test_cli_status_all_usage(args: tuple[str, ...]) -> None:
+    from tests.runtime.test_ship import ecpa
+
+    out = ecpa("status", *args)
+    assert out.returncode == 2
+    assert (
+        "expected --launch-id ID or --all with --db DSN" in out.stderr
+        or "exactly one" in out.stderr
+    )
+
+
+def test_two_readers_of_one_fleet_agree(pg_dsn: str, pg_server: object, tmp_path: Path) -> None:
+    """Two replicas (two reader roles, each with its own checkpoints) judging one live fleet
+    by the server's clock give the same verdicts, at each of three rounds."""
+    import time as time_module
+
+    import psycopg
+
+    from ecpa.runtime.stores.fleet import fleet_status
+    from tests.runtime.test_ship import decision
+
+    _fleet_of(pg_dsn, tmp_path, 3, now=int(time_module.time()), interval=10)
+    schema = pg_dsn.split("search_path%3D")[1]
+    roles = [f"rep{i}_{schema}" for i in range(2)]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for role in roles:
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+            conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+            conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")
+            conn.execute(f"GRANT INSERT, UPDATE ON ecpa_reader_checkpoint TO {role}")
+    try:
+        for _ in range(3):
+            seen = []
+            for role in roles:
+                entries, _ = fleet_status(pg_dsn.replace("postgres@", f"{role}@"),
+                                          history_budget_s=None)  # fmt: skip
+                assert all(e.status is not None for e in entries)
+                seen.append([(e.launch_id, decision(e.status)[0]) for e in entries if e.status])
+            assert seen[0] == seen[1]
+            assert [effective for _, effective in seen[0]] == [True, True, True]
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            for role in roles:
+                conn.execute(f"DROP OWNED BY {role}")
+                conn.execute(f"DROP ROLE {role}")

@@ -70,6 +70,7 @@ def status_from_store(
     save_checkpoints: bool = True,
     max_abstain: int | None = None,
     operator: OperatorTrust | None = None,
+    store: EvidenceStore | None = None,
 ) -> RuntimeStatus:
     """The status of launch ``launch_id`` from the evidence store at ``dsn`` (see the module's
     text), at ``now``: by default the database server's clock, the one that timed the
@@ -80,6 +81,8 @@ def status_from_store(
     ``save_checkpoints`` False (a ``now`` that is not the clock), the history checkpoints in
     the store are read but not replaced. A reader needs only to read the store (and to
     write ``ecpa_status_checkpoint``, or its statuses walk history afresh each time).
+    ``store``: a connection to ``dsn`` already open (a fleet's statuses share one), left
+    open.
 
     Raises:
         EcpaError: ``ECPA_EVIDENCE_STORE`` when the store cannot be used or holds no such
@@ -88,7 +91,8 @@ def status_from_store(
             ``ECPA_REPLAY_STORE`` for a replay database that cannot be used.
     """
     with ExitStack() as stack:
-        store = stack.enter_context(EvidenceStore(dsn, create=False))
+        if store is None:
+            store = stack.enter_context(EvidenceStore(dsn, create=False))
         row = store.launch(launch_id)
         if row is None:
             raise EcpaError(
