@@ -200,6 +200,8 @@ def _fleet(db: str, now: int | None, *options: Any) -> None:
             db, now=now, trust=trust, replay_db=replay_db, max_idle=max_idle,
             max_abstain=max_abstain,
         )  # fmt: skip
+    if runtime.history.STOP.is_set():
+        raise KeyboardInterrupt("interrupted: the launches after this one were not judged")
     for e in entries:
         if as_json:
             doc = {"launch_id": e.launch_id, "runtime_effective": False}
@@ -217,7 +219,10 @@ def _fleet(db: str, now: int | None, *options: Any) -> None:
             typer.echo(f"{e.launch_id}: not judged: {safe(e.error.detail)}")
     if more:
         typer.echo(f"ecpa status: judged the first {len(entries):,} launches only", err=True)
-    ok = all(e.status is not None and e.status.effective for e in entries)
+    if not entries:
+        typer.echo("ecpa status: no launch without an end in the store", err=True)
+    # True only for a whole fleet judged true: none left out, none not judged.
+    ok = bool(entries) and not more and all(e.status and e.status.effective for e in entries)
     raise typer.Exit(EXIT_OK if ok else EXIT_INVALID)
 
 

@@ -46,10 +46,13 @@ def init(
     if not is_postgres_dsn(db):
         raise fail_usage("expected --db postgresql://..., found a value that is not such a URI")
     roles = init_store(db, prefix)
+    for note in roles.notes:
+        typer.echo(f"ecpa store init: note: {note}", err=True)
     if as_json:
         echo_json(
             {"schema": roles.schema, "shipper": roles.shipper, "reader": roles.reader}
             | {"manager": roles.manager, "created": list(roles.created)}
+            | {"notes": list(roles.notes)}
         )
         return
     made = ", ".join(roles.created) or "none (all there)"

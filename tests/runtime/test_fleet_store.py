@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,14 @@ def _log_lines(w: Written) -> list[tuple[int, bytes]]:
         out.append((offset, raw[:-1]))
         offset += len(raw)
     return out
+
+
+def _claim(dsn: str, *launch_ids: str) -> None:
+    """Launch rows for ``launch_ids`` (a launch's lines are stored only after it), and
+    today's partition (made as its owner does it)."""
+    with EvidenceStore(dsn) as store:
+        for launch_id in launch_ids:
+            store.claim_launch(launch_id, "host", launch_id.encode())
 
 
 def _keys(dsn: str, launch_id: str) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -57,12 +66,12 @@ def test_a_nonce_claimed_by_a_batch_not_yet_committed_is_kept_as_a_replay(
     nonce = line_nonce(first)
     assert nonce is not None
     EvidenceStore(pg_dsn).close()
+    _claim(pg_dsn, "launch-a", "launch-b")
     with psycopg.connect(pg_dsn) as other:  # the first shipper's batch, open
-        other.execute("SELECT ecpa_evidence_day('launch-b')")  # its partition first
         other.execute(
             "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
             " claimed_sha256, launch_day) VALUES ('launch-b', 'x.jsonl', 0, %s, %s, %s,"
-            " ecpa_evidence_day('launch-b'))",
+            " (SELECT day FROM ecpa_launch WHERE launch_id = 'launch-b'))",
             (first, nonce_key(nonce), nonce_key(nonce)),
         )
         result: list[int | None] = []
@@ -118,11 +127,11 @@ def test_two_batches_claiming_nonces_in_opposite_orders_both_land(
     insert = (
         "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
         " claimed_sha256, launch_day) VALUES ('launch-b', 'x.jsonl', %s, %s, %s, %s,"
-        " ecpa_evidence_day('launch-b'))"
+        " (SELECT day FROM ecpa_launch WHERE launch_id = 'launch-b'))"
     )
+    _claim(pg_dsn, "launch-a", "launch-b")
     with psycopg.connect(pg_dsn) as other:
         other.execute("SET deadlock_timeout = '5s'")  # the shipper's side finds the cycle
-        other.execute("SELECT ecpa_evidence_day('launch-b')")  # its partition first
         other.execute(insert, (1, lines[1][1], keys[1], keys[1]))  # Y first
         thread = threading.Thread(target=shipper)
         thread.start()
@@ -140,6 +149,7 @@ def test_a_batch_of_several_logs_skips_only_the_log_another_shipper_moved(
 ) -> None:
     lines = _log_lines(written)[:3]
     end = lines[-1][0] + len(lines[-1][1]) + 1
+    _claim(pg_dsn, "launch-a")
     with EvidenceStore(pg_dsn) as store:
         assert store.ship("launch-a", "b.jsonl", AT, lines[:1], Position(1, 2, 99)) == 1
         got = store.ship_logs(
@@ -321,3 +331,52 @@ def test_two_readers_of_one_fleet_agree(pg_dsn: str, pg_server: object, tmp_path
             for role in roles:
                 conn.execute(f"DROP OWNED BY {role}")
                 conn.execute(f"DROP ROLE {role}")
+
+
+def test_lines_of_a_launch_not_stored_are_refused_with_a_reason(
+    pg_dsn: str, written: Written
+) -> None:
+    from ecpa.errors import EcpaError, ErrorCode
+
+    lines = _log_lines(written)[:1]
+    with EvidenceStore(pg_dsn) as store, pytest.raises(EcpaError) as err:
+        store.ship("launch-a", "a.jsonl", AT, lines, Position(1, 2, len(lines[0][1]) + 1))
+    assert err.value.code is ErrorCode.EVIDENCE_STORE
+    assert "expected launch 'launch-a' stored before its lines" in err.value.detail
+    with EvidenceStore(pg_dsn) as store:
+        assert store.positions("launch-a", ["a.jsonl"]) == {}  # nothing of the batch kept
+
+
+def test_cli_status_all_is_true_only_for_a_whole_fleet(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Launches left out (past the cap), none at all, or a signal before the end: never
+    exit 0."""
+    from ecpa.cli import main
+    from ecpa.runtime.judge import history
+    from ecpa.runtime.stores import fleet
+
+    argv = ["status", "--db", pg_dsn, "--all", "--now", str(NOW)]
+    EvidenceStore(pg_dsn).close()
+    assert main(argv) == 1  # an empty store
+    assert "no launch without an end" in capsys.readouterr().err
+    _fleet_of(pg_dsn, tmp_path, 2, now=NOW)
+    assert main(argv) == 0
+    monkeypatch.setattr(fleet, "MAX_FLEET", 1)
+    assert main(argv) == 1  # the first is true, the second not judged
+    assert "judged the first 1 launches only" in capsys.readouterr().err
+    monkeypatch.setattr(fleet, "MAX_FLEET", 10)
+    judge = fleet.status_from_store
+
+    def signalled(*args: Any, **kw: Any) -> Any:  # SIGTERM while the first launch is judged
+        history.STOP.set()
+        return judge(*args, **kw)
+
+    monkeypatch.setattr(fleet, "status_from_store", signalled)
+    try:
+        assert main(argv) == 130  # not the first launch's verdict as the fleet's
+        history.STOP.set()
+        entries, _ = fleet.fleet_status(pg_dsn, now=NOW)
+        assert entries == []  # no launch judged once the signal came
+    finally:
+        history.STOP.clear()

@@ -135,7 +135,6 @@ def test_a_version_3_store_is_partitioned_by_a_writer_its_lines_kept(
         "CREATE TABLE old AS SELECT launch_id, source, file_offset, line, nonce_sha256,"
         " claimed_sha256, stored_at FROM ecpa_evidence",
         "DROP TABLE ecpa_evidence",
-        "DROP FUNCTION ecpa_evidence_day(text)",
         "ALTER TABLE old RENAME TO ecpa_evidence",
         "ALTER TABLE ecpa_evidence ADD PRIMARY KEY (launch_id, source, file_offset)",
         "ALTER TABLE ecpa_evidence ADD UNIQUE (nonce_sha256)",
@@ -147,7 +146,8 @@ def test_a_version_3_store_is_partitioned_by_a_writer_its_lines_kept(
         remote(pg_dsn, w)  # a reader does not change the store
     ship(pg_dsn, w)  # a writer upgrades it
     assert sorted(stored_lines(pg_dsn, w.directory.name)) == lines
-    assert len(_partitions(pg_dsn)) == 1
+    day = _sql(pg_dsn, "SELECT day FROM ecpa_launch")[0][0]
+    assert _partitions(pg_dsn) == sorted([f"ecpa_evidence_{day:%Y%m%d}", "ecpa_evidence_default"])
     assert decision(remote(pg_dsn, w)) == decision(local(w))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench.launchdir import Written, write_launch
+from bench.launchdir import HOST, Written, write_launch
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.stores.store import EvidenceStore
 from ecpa.runtime.stores.store_prune import prune_store
@@ -100,8 +100,7 @@ def test_a_shipper_cannot_touch_another_shippers_launch(logins: Logins, tmp_path
     said = _refused(
         logins.dsn["host2"],
         "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, claimed_sha256,"
-        " launch_day) VALUES ('launch-one', 'x.jsonl', 999999, %s, %s,"
-        " ecpa_evidence_day('launch-one'))",
+        " launch_day) VALUES ('launch-one', 'x.jsonl', 999999, %s, %s, current_date)",
         line,
     )
     assert "row-level security" in said
@@ -146,7 +145,6 @@ def test_a_shipper_may_not(logins: Logins, tmp_path: Path, sql: str) -> None:
         "INSERT INTO ecpa_ship_position VALUES ('launch-one', 'x', 1, 1, 0, 'x')",
         "UPDATE ecpa_ship_position SET end_offset = 0",
         "DROP TABLE ecpa_launch",
-        "SELECT ecpa_evidence_day('launch-one')",  # makes partitions: for shippers only
     ],
 )
 def test_a_reader_may_not(logins: Logins, tmp_path: Path, sql: str) -> None:
@@ -222,7 +220,6 @@ def test_only_the_manager_prunes(logins: Logins, tmp_path: Path) -> None:
             "UPDATE ecpa_launch SET supervisor_alive = false, supervisor_checked_at = 1,"
             " day = '2026-01-01'"
         )
-        conn.execute("SELECT ecpa_evidence_day('launch-one')")  # its partition, the manager's
         conn.execute(
             "WITH moved AS (DELETE FROM ecpa_evidence RETURNING *) INSERT INTO ecpa_evidence"
             " SELECT launch_id, source, file_offset, line, nonce_sha256, claimed_sha256,"
@@ -237,4 +234,53 @@ def test_only_the_manager_prunes(logins: Logins, tmp_path: Path) -> None:
     assert stored_lines(logins.admin, "launch-one")  # nothing dropped
     [day] = [d for d in prune_store(logins.dsn["boss"], before) if d.day == "2026-01-01"]
     assert day.dropped
+    assert day.partition == "ecpa_evidence_default"  # a day without its own: rows deleted
     assert stored_lines(logins.admin, "launch-one") == []
+
+
+def test_a_shipper_files_its_lines_only_under_its_launchs_day(
+    logins: Logins, tmp_path: Path
+) -> None:
+    ship(logins.dsn["host1"], _launch(tmp_path, "launch-one"))
+    said = _refused(
+        logins.dsn["host1"],
+        "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, launch_day)"
+        " VALUES ('launch-one', 'x.jsonl', 999999, 'x', '2020-01-01')",
+    )
+    assert "row-level security" in said
+
+
+def test_the_days_ahead_are_made_and_a_name_taken_costs_no_line(
+    logins: Logins, tmp_path: Path
+) -> None:
+    """store init makes the next days' partitions (a shipper cannot); a relation squatting
+    on a day's name is reported, and that day's lines go to the default partition."""
+    import datetime
+
+    import psycopg
+
+    from ecpa.runtime.stores.store_schema import DAYS_AHEAD, make_partition
+
+    with psycopg.connect(logins.admin, autocommit=True) as conn:
+        today = conn.execute("SELECT (now() AT TIME ZONE 'UTC')::date").fetchone()[0]  # type: ignore[index]
+        names = {r[0] for r in conn.execute("SELECT relname FROM pg_class").fetchall()}
+        for ahead in range(DAYS_AHEAD):
+            assert f"ecpa_evidence_{today + datetime.timedelta(days=ahead):%Y%m%d}" in names
+        conn.execute("CREATE TABLE ecpa_evidence_20300101 (x int)")  # not a partition
+        with conn.transaction():
+            note = make_partition(conn, datetime.date(2030, 1, 1))
+    assert note is not None
+    assert "not a partition of ecpa_evidence" in note
+    w = _launch(tmp_path, "launch-one")
+    with psycopg.connect(logins.admin, autocommit=True) as conn:  # a launch of that day
+        conn.execute(
+            "INSERT INTO ecpa_launch (launch_id, host, launch_doc, day, shipper)"
+            " VALUES ('launch-one', %s, %s, '2030-01-01', %s)",
+            (HOST, (w.directory / "launch.json").read_bytes(), f"{logins.prefix}_host1"),
+        )
+    report = ship(logins.dsn["host1"], w)
+    assert report.stored == len(stored_lines(logins.admin, "launch-one")) > 0
+    with psycopg.connect(logins.admin, autocommit=True) as conn:
+        there = conn.execute("SELECT count(*) FROM ecpa_evidence_default").fetchone()
+    assert there is not None
+    assert there[0] == report.stored

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ecpa.errors import EcpaError
+from ecpa.runtime.judge import history
 from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.stores.operator import operator_trust
@@ -39,13 +40,16 @@ def fleet_status(
     max_idle: int | None = None,
     max_abstain: int | None = None,
     history_budget_s: float | None = HISTORY_BUDGET_S,
-    limit: int = MAX_FLEET,
+    limit: int | None = None,
 ) -> tuple[list[FleetEntry], bool]:
     """The status of every launch the store at ``dsn`` holds without an end (at most
-    ``limit``, by launch id), each judged when its turn comes (``now`` None: by the database
+    ``limit``, by default :data:`MAX_FLEET`, by launch id), each judged when its turn
+    comes (``now`` None: by the database
     server's clock then, the checkpoints saved; a ``now`` of its own saves none); and
     whether there were more. A launch that cannot be judged is an entry with its error,
-    never the end of the others.
+    never the end of the others. Once :data:`~ecpa.runtime.judge.history.STOP` is set (a
+    signal, under :func:`~ecpa.runtime.host.status.interruptible`), no further launch is
+    judged.
 
     Raises:
         EcpaError: ``ECPA_EVIDENCE_STORE`` when the store cannot be used;
@@ -53,6 +57,7 @@ def fleet_status(
             unusable; ``ECPA_REPLAY_STORE`` for a replay database that cannot be used.
     """
     operator = operator_trust(trust)
+    limit = MAX_FLEET if limit is None else limit
     entries = []
     with EvidenceStore(dsn, create=False) as store:
         rows = store.query(
@@ -61,6 +66,8 @@ def fleet_status(
         )
         ids = [str(r[0]) for r in rows]
         for launch_id in ids[:limit]:
+            if history.STOP.is_set():  # SIGTERM or SIGINT: no verdict on a cut-short walk
+                break
             try:
                 status = status_from_store(
                     dsn,

@@ -43,6 +43,7 @@ from ecpa.runtime.stores.pgconn import (
 )
 from ecpa.runtime.stores.postgres import nonce_key
 from ecpa.runtime.stores.store_schema import create_tables as _create
+from ecpa.runtime.stores.store_schema import make_partition
 from ecpa.runtime.stores.store_schema import upgrade_tables as _upgrade
 from ecpa.runtime.stores.store_ship import Part, Position, ship_parts
 
@@ -59,7 +60,7 @@ _UPSERT_LAUNCH = (
     "INSERT INTO ecpa_launch (launch_id, host, launch_doc, trust_doc, exit_doc)"
     " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (launch_id) DO UPDATE SET {}"
     " WHERE ecpa_launch.launch_doc = EXCLUDED.launch_doc"
-    " AND ecpa_launch.host = EXCLUDED.host RETURNING 1"
+    " AND ecpa_launch.host = EXCLUDED.host RETURNING day"
 )
 _PUT_LAUNCH = _UPSERT_LAUNCH.format(
     "trust_doc = EXCLUDED.trust_doc, exit_doc = EXCLUDED.exit_doc, updated_at = now()"
@@ -124,6 +125,7 @@ class EvidenceStore:
         self._watchdog = Watchdog(timeout)
         self._conn: psycopg.Connection[Any] | None = None
         self.transient = False
+        self._owns_evidence: bool | None = None
         self._connection()
 
     def _connection(self) -> psycopg.Connection[Any]:
@@ -212,19 +214,29 @@ class EvidenceStore:
     def claim_launch(self, launch_id: str, host: str, launch_doc: bytes) -> None:
         """Store the launch (``launch.json`` only) if it is not stored yet: its shipper's
         before anything else of it (the certificates first among them), what was stored
-        unchanged; and its day's partition made if missing, in a transaction of its own
-        (making one locks the evidence table until its commit: never inside a batch when
-        it can be helped). Raises as :meth:`put_launch`."""
-        self._launch_row(_CLAIM_LAUNCH, (launch_id, host, launch_doc, None, None))
-        self.query("SELECT ecpa_evidence_day(%s)", (launch_id,))
+        unchanged; and, when this role owns the evidence table, its day's partition made if
+        missing, in a transaction of its own (making one locks the table until its commit:
+        never inside a batch). Raises as :meth:`put_launch`."""
+        day = self._launch_row(_CLAIM_LAUNCH, (launch_id, host, launch_doc, None, None))
+        if self._owns_evidence is None:
+            rows = self.query(
+                "SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class"
+                " WHERE oid = 'ecpa_evidence'::regclass"
+            )
+            self._owns_evidence = bool(rows and rows[0][0])
+        if self._owns_evidence:  # else the owner makes days ahead (store init, prune)
+            with self.transaction() as conn:
+                make_partition(conn, day)
 
-    def _launch_row(self, sql: str, params: tuple[Any, ...]) -> None:
-        if not self.query(sql, params):
+    def _launch_row(self, sql: str, params: tuple[Any, ...]) -> Any:
+        rows = self.query(sql, params)
+        if not rows:
             raise EcpaError(
                 _CODE,
                 f"expected launch {params[0]!r} in {self.where} to be this launch (the same "
                 "launch.json, the same host), found another stored under that id",
             )
+        return rows[0][0]
 
     def note_supervisor(
         self, launch_id: str, alive: bool, reason: str, checked_at: int | None = None

@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Any
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.strict_json import parse_object
 from ecpa.runtime.stores.store import EvidenceStore
-from ecpa.runtime.stores.store_schema import PARTITION_PREFIX
+from ecpa.runtime.stores.store_schema import (
+    DEFAULT_PARTITION,
+    PARTITION_PREFIX,
+    make_partitions_ahead,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -59,11 +63,14 @@ def prune_store(dsn: str, before: int, *, dry_run: bool = False) -> list[PrunedD
                 f"expected --before at or before the database server's clock ({now}), found "
                 f"{before}: a day still being written is never pruned",
             )
-        for partition, day in _days(store):
+        for day, partition in _days(store):
             if _end(day) > before:
                 continue
             with store.transaction() as conn:
                 results.append(_prune_day(conn, partition, day, before, dry_run))
+        if not dry_run:  # the days to come, made ahead (a shipper cannot make one)
+            with store.transaction() as conn:
+                make_partitions_ahead(conn)
     return results
 
 
@@ -73,21 +80,28 @@ def _end(day: datetime.date) -> int:
     return int((start + datetime.timedelta(days=1)).timestamp())
 
 
-def _days(store: EvidenceStore) -> list[tuple[str, datetime.date]]:
+def _days(store: EvidenceStore) -> list[tuple[datetime.date, str | None]]:
+    """Every day the store holds, with its partition (None: its lines, if any, are in the
+    default partition), in order."""
     rows = store.query(
         "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-        " WHERE i.inhparent = 'ecpa_evidence'::regclass ORDER BY 1"
+        " WHERE i.inhparent = 'ecpa_evidence'::regclass"
     )
-    found = []
+    found: dict[datetime.date, str | None] = {}
     for (name,) in rows:
         try:
             day = datetime.datetime.strptime(
                 str(name).removeprefix(PARTITION_PREFIX), "%Y%m%d"
             ).date()
         except ValueError:
-            continue  # not one of ours: never touched
-        found.append((str(name), day))
-    return found
+            continue  # the default partition, or not one of ours: never dropped
+        found[day] = str(name)
+    others = store.query(  # DEFAULT_PARTITION, by name
+        "SELECT day FROM ecpa_launch UNION SELECT launch_day FROM ecpa_evidence_default"
+    )
+    for (day,) in others:
+        found.setdefault(day, None)
+    return sorted(found.items())
 
 
 def _over(exit_doc: bytes | None, alive: bool | None, checked: int | None, before: int) -> str:
@@ -106,30 +120,32 @@ def _over(exit_doc: bytes | None, alive: bool | None, checked: int | None, befor
 
 
 def _prune_day(
-    conn: psycopg.Connection[Any], partition: str, day: datetime.date, before: int, dry: bool
+    conn: psycopg.Connection[Any], partition: str | None, day: datetime.date, before: int, dry: bool
 ) -> PrunedDay:
     from psycopg import sql
 
-    table = sql.Identifier(partition)
     rows = conn.execute(
         "SELECT launch_id, exit_doc, supervisor_alive, supervisor_checked_at FROM ecpa_launch"
         " WHERE day = %s ORDER BY launch_id FOR UPDATE",
         (day,),
     ).fetchall()
-    stray = conn.execute(
-        sql.SQL(
-            "SELECT DISTINCT launch_id FROM {} EXCEPT SELECT launch_id FROM ecpa_launch"
-        ).format(table)
+    stray = conn.execute(  # lines of no stored launch: nothing to audit
+        "SELECT DISTINCT launch_id FROM ecpa_evidence WHERE launch_day = %s"
+        " EXCEPT SELECT launch_id FROM ecpa_launch",
+        (day,),
     ).fetchall()
     launches = tuple(sorted({str(r[0]) for r in rows} | {str(r[0]) for r in stray}))
-    count = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
+    count = conn.execute(
+        "SELECT count(*) FROM ecpa_evidence WHERE launch_day = %s", (day,)
+    ).fetchone()
     lines = 0 if count is None else int(count[0])
+    where = partition or DEFAULT_PARTITION
     keep = [(str(r[0]), why) for r in rows if (why := _over(r[1], r[2], r[3], before))]
     if keep:
         said = "; ".join(f"launch {lid}: {why}" for lid, why in keep[:5])
         more = f" (and {len(keep) - 5} more)" if len(keep) > 5 else ""
         reason = f"kept: an audit of a launch not over needs its lines: {said}{more}"
-        return PrunedDay(day.isoformat(), partition, False, launches, lines, reason)
+        return PrunedDay(day.isoformat(), where, False, launches, lines, reason)
     if not dry:
         ids = list(launches)
         for statement in (
@@ -139,6 +155,9 @@ def _prune_day(
             "DELETE FROM ecpa_launch WHERE launch_id = ANY(%s)",
         ):
             conn.execute(statement, (ids,))
-        conn.execute(sql.SQL("DROP TABLE {}").format(table))
+        if partition is not None:  # a catalog operation
+            conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(partition)))
+        else:  # a day without a partition of its own: its rows in the default one
+            conn.execute("DELETE FROM ecpa_evidence WHERE launch_day = %s", (day,))
     how = "to be dropped (dry run)" if dry else "dropped"
-    return PrunedDay(day.isoformat(), partition, True, launches, lines, how)
+    return PrunedDay(day.isoformat(), where, True, launches, lines, how)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.stores.store import EvidenceStore
+from ecpa.runtime.stores.store_schema import make_partitions_ahead
 
 if TYPE_CHECKING:
     import psycopg
@@ -31,6 +32,11 @@ __all__ = ["StoreRoles", "init_store"]
 _PREFIX = re.compile(r"[a-z][a-z0-9_]{0,40}")
 _TABLES = ("ecpa_launch", "ecpa_evidence", "ecpa_ship_position", "ecpa_reader_checkpoint")
 _OWNS = "launch_id IN (SELECT launch_id FROM ecpa_launch WHERE shipper = current_user)"
+#: A line of its own launch, and in that launch's day (its partition), nowhere else.
+_OWNS_LINE = (
+    "(launch_id, launch_day) IN"
+    " (SELECT launch_id, day FROM ecpa_launch WHERE shipper = current_user)"
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,9 @@ class StoreRoles:
     reader: str
     manager: str
     created: tuple[str, ...]
+    #: What the operator should know: days whose partition could not be made, a schema in
+    #: which PUBLIC may create tables (one could take a partition's name).
+    notes: tuple[str, ...] = ()
 
 
 def init_store(dsn: str, prefix: str = "ecpa") -> StoreRoles:
@@ -66,12 +75,19 @@ def init_store(dsn: str, prefix: str = "ecpa") -> StoreRoles:
             with store.transaction() as conn:
                 created = _roles(conn, names)
                 schema = str(_one(conn, "SELECT current_schema()"))
+                notes = make_partitions_ahead(conn)
                 _grant(conn, schema, *names)
+                if _one(conn, "SELECT has_schema_privilege('public', current_schema(), 'CREATE')"):
+                    notes.append(
+                        f"PUBLIC may create tables in schema {schema}: a role could take the "
+                        f"name of a day's partition (its lines then go to the default one); "
+                        f"REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC"
+                    )
         except EcpaError as exc:
             raise EcpaError(
                 exc.code, f"expected to make the store's roles in {store.where}: {exc.detail}"
             ) from None
-    return StoreRoles(schema, *names, created)
+    return StoreRoles(schema, *names, created, tuple(notes))
 
 
 def _one(conn: psycopg.Connection[Any], query: str) -> Any:
@@ -82,7 +98,8 @@ def _one(conn: psycopg.Connection[Any], query: str) -> Any:
 def _partitions(conn: psycopg.Connection[Any]) -> list[str]:
     rows = conn.execute(
         "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-        " WHERE i.inhparent = 'ecpa_evidence'::regclass ORDER BY 1"
+        " WHERE i.inhparent = 'ecpa_evidence'::regclass"
+        " AND c.relnamespace = current_schema()::regnamespace ORDER BY 1"
     ).fetchall()
     return [str(r[0]) for r in rows]
 
@@ -112,12 +129,13 @@ def _grant(conn: psycopg.Connection[Any], schema: str, ship: str, read: str, bos
         sch, sql.Identifier(ship), sql.Identifier(read), sql.Identifier(boss)))  # fmt: skip
     conn.execute(sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(sch, sql.Identifier(boss)))
     for table in (*_TABLES, "ecpa_schema", "ecpa_status_checkpoint", *_partitions(conn)):
-        run(f"ALTER TABLE {table} OWNER TO {{}}", boss)
-        run(f"REVOKE ALL ON {table} FROM {{}}, {{}}", ship, read)
-    # The day's partition is made by the table's owner, for whoever stores a line.
-    run("ALTER FUNCTION ecpa_evidence_day(text) OWNER TO {}", boss)
-    conn.execute("REVOKE ALL ON FUNCTION ecpa_evidence_day(text) FROM PUBLIC")
-    run("GRANT EXECUTE ON FUNCTION ecpa_evidence_day(text) TO {}", ship)
+        name = sql.Identifier(schema, table)
+        conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(name, sql.Identifier(boss)))
+        conn.execute(
+            sql.SQL("REVOKE ALL ON {} FROM {}, {}").format(
+                name, sql.Identifier(ship), sql.Identifier(read)
+            )
+        )
     run("GRANT SELECT ON ecpa_schema TO {}, {}", ship, read)
     run("GRANT SELECT ON ecpa_launch, ecpa_evidence, ecpa_ship_position TO {}", read)
     run("GRANT SELECT, INSERT, UPDATE, DELETE ON ecpa_reader_checkpoint TO {}", read)
@@ -143,6 +161,6 @@ def _grant(conn: psycopg.Connection[Any], schema: str, ship: str, read: str, bos
         " WITH CHECK (shipper = current_user)",
         ship,
     )
-    for table in ("ecpa_evidence", "ecpa_ship_position"):
-        policy = f"CREATE POLICY ecpa_ship ON {table} TO {{}} USING ({_OWNS}) WITH CHECK ({_OWNS})"
+    for table, owns in (("ecpa_evidence", _OWNS_LINE), ("ecpa_ship_position", _OWNS)):
+        policy = f"CREATE POLICY ecpa_ship ON {table} TO {{}} USING ({owns}) WITH CHECK ({owns})"
         run(policy, ship)

@@ -9,11 +9,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["PARTITION_PREFIX", "create_tables", "upgrade_tables"]
+__all__ = [
+    "DEFAULT_PARTITION",
+    "PARTITION_PREFIX",
+    "create_tables",
+    "make_partition",
+    "make_partitions_ahead",
+    "upgrade_tables",
+]
 
 #: The evidence table's partitions: one per UTC day, ``ecpa_evidence_YYYYMMDD``, holding the
 #: lines of the launches first stored that day (a launch's lines are all in one partition).
 PARTITION_PREFIX = "ecpa_evidence_"
+#: The partition of the lines of a day that has none of its own (made ahead by the tables'
+#: owner at ``ecpa store init`` and ``ecpa store prune``, and by an owner storing a launch).
+DEFAULT_PARTITION = "ecpa_evidence_default"
+#: Days made ahead, today included.
+DAYS_AHEAD = 8
 
 
 def create_tables(conn: psycopg.Connection[Any]) -> None:
@@ -59,7 +71,8 @@ def upgrade_tables(conn: psycopg.Connection[Any], found: int) -> None:
     UTC day its launch was first stored (``ecpa_launch.day``, the evidence's
     ``launch_day``): ``ecpa store prune`` drops whole days of ended launches. A nonce is
     unique within its day's partition (a record copied into another launch is refused by
-    its binding in any case). The lines of an older store are copied into the new table."""
+    its binding in any case). The lines of an older store are copied into the new table;
+    the new table has none of the old one's grants (``ecpa store init`` again gives them)."""
     if found < 4:
         _partition(conn)
     if found < 3:
@@ -99,7 +112,6 @@ def upgrade_tables(conn: psycopg.Connection[Any], found: int) -> None:
 
 
 def _partition(conn: psycopg.Connection[Any]) -> None:
-    from psycopg import sql
 
     conn.execute("ALTER TABLE ecpa_launch ADD COLUMN IF NOT EXISTS day date")
     kind = conn.execute(
@@ -129,24 +141,9 @@ def _partition(conn: psycopg.Connection[Any]) -> None:
         " PRIMARY KEY (launch_id, source, file_offset, launch_day),"
         " UNIQUE (nonce_sha256, launch_day)) PARTITION BY RANGE (launch_day)"
     )
-    schema = conn.execute("SELECT current_schema()").fetchone()
-    assert schema is not None
-    conn.execute(
-        sql.SQL(
-            "CREATE OR REPLACE FUNCTION ecpa_evidence_day(launch text) RETURNS date"
-            " LANGUAGE plpgsql SECURITY DEFINER SET search_path = {}, pg_temp AS $f$"
-            " DECLARE d date; part text; BEGIN"
-            "  SELECT day INTO d FROM ecpa_launch WHERE launch_id = launch;"
-            "  d := coalesce(d, (now() AT TIME ZONE 'UTC')::date);"
-            "  part := {} || to_char(d, 'YYYYMMDD');"
-            "  IF to_regclass(quote_ident(part)) IS NULL THEN"
-            "   PERFORM pg_advisory_xact_lock(hashtext(current_schema() || part));"
-            "   EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF ecpa_evidence"
-            " FOR VALUES FROM (%L) TO (%L)', part, d, d + 1);"
-            "  END IF;"
-            "  RETURN d; END $f$"
-        ).format(sql.Identifier(schema[0]), sql.Literal(PARTITION_PREFIX))
-    )
+    # Lines of a day without its partition (made ahead by the tables' owner: a shipper may
+    # not make one) land here, and are pruned from here.
+    conn.execute(f"CREATE TABLE {DEFAULT_PARTITION} PARTITION OF ecpa_evidence DEFAULT")
     # A line's day: its launch's, or (a line of no stored launch) the day it was stored.
     conn.execute("ALTER TABLE ecpa_evidence_v3 ADD COLUMN launch_day date")
     conn.execute(
@@ -155,13 +152,7 @@ def _partition(conn: psycopg.Connection[Any]) -> None:
     )
     days = conn.execute("SELECT DISTINCT launch_day FROM ecpa_evidence_v3").fetchall()
     for (day,) in days:
-        name = sql.Identifier(f"{PARTITION_PREFIX}{day:%Y%m%d}")
-        conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} PARTITION OF ecpa_evidence"
-                " FOR VALUES FROM ({}) TO ({})"
-            ).format(name, sql.Literal(day), sql.Literal(day + datetime.timedelta(days=1)))
-        )
+        make_partition(conn, day)
     conn.execute(
         "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
         " claimed_sha256, stored_at, launch_day)"
@@ -169,3 +160,51 @@ def _partition(conn: psycopg.Connection[Any]) -> None:
         " stored_at, launch_day FROM ecpa_evidence_v3"
     )
     conn.execute("DROP TABLE ecpa_evidence_v3")
+
+
+def make_partition(conn: psycopg.Connection[Any], day: datetime.date) -> str | None:
+    """Make ``day``'s partition of the evidence table, as its owner, unless it is there;
+    None, or why it was not made (a relation of that name that is no partition of it; lines
+    of that day already in the default partition): that day's lines then stay in the
+    default partition, nothing is lost."""
+    from psycopg import sql
+
+    name = f"{PARTITION_PREFIX}{day:%Y%m%d}"
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (name,))
+    found = conn.execute(
+        "SELECT c.oid, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid"
+        " AND i.inhparent = 'ecpa_evidence'::regclass) FROM pg_class c"
+        " WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace",
+        (name,),
+    ).fetchone()
+    if found is not None:
+        return (
+            None if found[1] else f"{name} is a relation that is not a partition of ecpa_evidence"
+        )
+    waiting = conn.execute(
+        sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE launch_day = %s)").format(
+            sql.Identifier(DEFAULT_PARTITION)
+        ),
+        (day,),
+    ).fetchone()
+    if waiting is not None and waiting[0]:
+        return f"lines of {day} are in {DEFAULT_PARTITION} already"
+    conn.execute(
+        sql.SQL("CREATE TABLE {} PARTITION OF ecpa_evidence FOR VALUES FROM ({}) TO ({})").format(
+            sql.Identifier(name), sql.Literal(day), sql.Literal(day + datetime.timedelta(days=1))
+        )
+    )
+    return None
+
+
+def make_partitions_ahead(conn: psycopg.Connection[Any]) -> list[str]:
+    """The days from today (UTC, the server's clock) to :data:`DAYS_AHEAD` days on, each
+    made if missing; why any was not (see :func:`make_partition`)."""
+    row = conn.execute("SELECT (now() AT TIME ZONE 'UTC')::date").fetchone()
+    assert row is not None
+    notes = []
+    for ahead in range(DAYS_AHEAD):
+        note = make_partition(conn, row[0] + datetime.timedelta(days=ahead))
+        if note is not None:
+            notes.append(note)
+    return notes

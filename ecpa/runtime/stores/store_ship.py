@@ -10,6 +10,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ecpa.errors import EcpaError, ErrorCode
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -102,10 +104,16 @@ def ship_parts(
     counts: dict[str, int] = {p.source: 0 for p in fresh}
     rows = [(p.source, *line) for p in fresh for line in p.lines]
     if rows:
-        # The launch's day (its partition, made if missing: the function is the table
-        # owner's, so that a shipper without the right to create tables may call it).
-        day = conn.execute("SELECT ecpa_evidence_day(%s)", (launch_id,)).fetchone()
-        assert day is not None
+        # The launch's day, its partition: a launch's lines only after the launch itself
+        # (claimed by this shipper: row level security shows it no other).
+        day = conn.execute(
+            "SELECT day FROM ecpa_launch WHERE launch_id = %s", (launch_id,)
+        ).fetchone()
+        if day is None:
+            raise EcpaError(
+                ErrorCode.EVIDENCE_STORE,
+                f"expected launch {launch_id!r} stored before its lines, found none",
+            )
         done = {
             (str(r[0]), int(r[1]))
             for r in conn.execute(_INSERT_LINES, (day[0], launch_id, *_columns(rows, 4))).fetchall()
