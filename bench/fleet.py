@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -251,13 +252,15 @@ def verdict_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int, record
         base_t: list[float] = []
         ours_t: list[float] = []
         answers = set()
+        sides: list[tuple[Callable[[], list[bool]], list[float]]] = [
+            (lambda: _from_files(launches), base_t),
+            (lambda: _verdicts(where, ids), ours_t),
+        ]
         for r in range(rounds):
-            sides = [(_from_files, launches, base_t), (_verdicts, ids, ours_t)]
-            for fn, arg, into in sides if r % 2 == 0 else sides[::-1]:
+            for judge, into in sides if r % 2 == 0 else sides[::-1]:
                 began = time.perf_counter()
-                answer = fn(where, arg) if fn is _verdicts else fn(arg)  # type: ignore[operator]
+                answers.add(tuple(judge()))
                 into.append(time.perf_counter() - began)
-                answers.add(tuple(answer))
     finally:
         _drop(dsn, made)
     p = summarize(base_t, ours_t)

@@ -40,6 +40,25 @@ def _claim(dsn: str, *launch_ids: str) -> None:
             store.claim_launch(launch_id, "host", launch_id.encode())
 
 
+def _shipping(
+    dsn: str, lines: list[tuple[int, bytes]], result: list[int | None], errors: list[BaseException]
+) -> threading.Thread:
+    """A thread started that ships ``lines`` as launch-a's log ``a.jsonl`` from offset 0:
+    what ``ship`` returned goes to ``result``, what it raised to ``errors``."""
+
+    def run() -> None:
+        try:
+            with EvidenceStore(dsn) as store:
+                end = lines[-1][0] + len(lines[-1][1]) + 1
+                result.append(store.ship("launch-a", "a.jsonl", AT, lines, Position(1, 2, end)))
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def _keys(dsn: str, launch_id: str) -> list[tuple[int, bytes | None, bytes | None]]:
     import psycopg
 
@@ -76,17 +95,7 @@ def test_a_nonce_claimed_by_a_batch_not_yet_committed_is_kept_as_a_replay(
         )
         result: list[int | None] = []
         errors: list[BaseException] = []
-
-        def second() -> None:
-            try:
-                with EvidenceStore(pg_dsn) as store:
-                    end = lines[-1][0] + len(lines[-1][1]) + 1
-                    result.append(store.ship("launch-a", "a.jsonl", AT, lines, Position(1, 2, end)))
-            except BaseException as exc:  # reported below
-                errors.append(exc)
-
-        thread = threading.Thread(target=second)
-        thread.start()
+        thread = _shipping(pg_dsn, lines, result, errors)
         thread.join(1.0)
         assert thread.is_alive()  # waiting for the first's commit
         other.commit()
@@ -116,14 +125,6 @@ def test_two_batches_claiming_nonces_in_opposite_orders_both_land(
     result: list[int | None] = []
     errors: list[BaseException] = []
 
-    def shipper() -> None:  # claims X, then waits on Y
-        try:
-            with EvidenceStore(pg_dsn) as store:
-                end = lines[-1][0] + len(lines[-1][1]) + 1
-                result.append(store.ship("launch-a", "a.jsonl", AT, lines, Position(1, 2, end)))
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
     insert = (
         "INSERT INTO ecpa_evidence (launch_id, source, file_offset, line, nonce_sha256,"
         " claimed_sha256, launch_day) VALUES ('launch-b', 'x.jsonl', %s, %s, %s, %s,"
@@ -133,8 +134,7 @@ def test_two_batches_claiming_nonces_in_opposite_orders_both_land(
     with psycopg.connect(pg_dsn) as other:
         other.execute("SET deadlock_timeout = '5s'")  # the shipper's side finds the cycle
         other.execute(insert, (1, lines[1][1], keys[1], keys[1]))  # Y first
-        thread = threading.Thread(target=shipper)
-        thread.start()
+        thread = _shipping(pg_dsn, lines, result, errors)  # claims X, then waits on Y
         thread.join(0.5)
         other.execute(insert, (0, lines[0][1], keys[0], keys[0]))  # then X: a cycle
         other.commit()
