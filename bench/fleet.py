@@ -34,6 +34,7 @@ from bench.shared import server
 from ecpa.runtime.host.ship import ship_launch
 from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.model.process import check_alive
+from ecpa.runtime.stores.fleet import fleet_status
 from ecpa.runtime.stores.remote import status_from_store
 from ecpa.runtime.stores.store import EvidenceStore
 
@@ -204,12 +205,22 @@ def ingest_row(dsn: str, tmp: Path, rounds: int, slots: int, records: int) -> Ro
 
 
 def _verdicts(dsn: str, launch_ids: list[str]) -> list[bool]:
-    """Every stored launch's verdict from the store, one status each, in this process (as
-    ``ecpa launches --db`` judges them)."""
+    """Every stored launch's verdict from the store, one status each, in this process, one
+    connection each: the cold pass, saving each log's checkpoint."""
     return [
         status_from_store(dsn, launch_id, now=NOW, history_budget_s=None).effective
         for launch_id in launch_ids
     ]
+
+
+def _fleet(dsn: str, launch_ids: list[str]) -> list[bool]:
+    """The fleet's verdicts as ``ecpa status --db DSN --all`` judges them: every live
+    launch over one connection (the checkpoints the cold pass saved, read)."""
+    entries, more = fleet_status(dsn, now=NOW, history_budget_s=None)
+    found = [e.launch_id for e in entries]
+    if more or found != launch_ids or any(e.status is None for e in entries):
+        raise RuntimeError(f"expected the fleet {launch_ids[:3]}..., judged, found {found[:3]}...")
+    return [e.status.effective for e in entries if e.status is not None]
 
 
 def _from_files(launches: list[Written]) -> list[bool]:
@@ -254,7 +265,7 @@ def verdict_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int, record
         answers = set()
         sides: list[tuple[Callable[[], list[bool]], list[float]]] = [
             (lambda: _from_files(launches), base_t),
-            (lambda: _verdicts(where, ids), ours_t),
+            (lambda: _fleet(where, ids), ours_t),
         ]
         for r in range(rounds):
             for judge, into in sides if r % 2 == 0 else sides[::-1]:
@@ -266,7 +277,7 @@ def verdict_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int, record
     p = summarize(base_t, ours_t)
     same = "the same verdicts" if len(answers) == 1 else f"DIFFERENT verdicts {answers}"
     return Row(
-        f"fleet verdict from the store, {count} x {slots} slots, warm",
+        f"fleet verdict from the store (status --all), {count} x {slots} slots, warm",
         "the same launches from their directories, warm",
         p.base,
         p.ours,
