@@ -39,8 +39,8 @@ from typing import Any
 from bench.launchdir import hermetic_config
 from bench.observer import context
 from dla_plugin import host_evidence
-from dla_plugin.host import PreemptionController
 from dla_plugin.selector import DlaVictimSelector
+from dla_plugin.sim.host.preemption import PreemptionController
 from ecpa.profile.keys import SigningKey
 
 TARGET = 1.10

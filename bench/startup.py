@@ -11,7 +11,7 @@ Two more rows, for information: the floor of any typer command that verifies, th
 alone with none of ecpa (typer, and the Ed25519 backends cryptography and PyNaCl); and
 pydantic with one model built (pydantic loads most of itself on the first), which ``ecpa
 verify`` and ``ecpa status`` no longer pay: their documents are shapes
-(``ecpa.profile.shape``), and typer is below 0.29, which coerced every parameter through a
+(``ecpa.shapes.shape``), and typer is below 0.29, which coerced every parameter through a
 pydantic ``TypeAdapter``.
 
 The small launch is a real one: ``ecpa run`` of the DLA driver for a few seconds (one

@@ -9,8 +9,8 @@
 
 Importing this package, or any module in it, has no side effects and does not import ``ecpa``.
 The extension bundle manifest v1 lives in :mod:`dla_plugin.manifests`; models of the host's
-three paths, for tests and the driver, in :mod:`dla_plugin.host`,
-:mod:`dla_plugin.host_selector` and :mod:`dla_plugin.host_bundles`.
+three paths, for tests and the driver, in :mod:`dla_plugin.sim.host.preemption`,
+:mod:`dla_plugin.sim.host.victim_selector` and :mod:`dla_plugin.sim.host.bundles`.
 """
 
 from dla_plugin.admission import admit, blocks_needed

@@ -25,10 +25,9 @@ if TYPE_CHECKING:
     from ecpa.errors import ErrorCode as ErrorCode
     from ecpa.profile.ids import PROFILE_ID as PROFILE_ID
     from ecpa.profile.ids import STATEMENT_SCHEMA as STATEMENT_SCHEMA
-    from ecpa.profile.jcs import canonicalize as canonicalize
+    from ecpa.profile.json.jcs import canonicalize as canonicalize
     from ecpa.profile.keys import SigningKey as SigningKey
     from ecpa.profile.keys import VerifyKey as VerifyKey
-    from ecpa.profile.shape import ShapeError as ShapeError
     from ecpa.profile.sign import Signed as Signed
     from ecpa.profile.sign import sign as sign
     from ecpa.profile.statement import Process as Process
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
     from ecpa.runtime import PostgresReplayFence as PostgresReplayFence
     from ecpa.runtime import ReplayFence as ReplayFence
     from ecpa.runtime import SqliteReplayFence as SqliteReplayFence
+    from ecpa.shapes.shape import ShapeError as ShapeError
 
 __version__ = "0.1.0"
 
@@ -53,10 +53,10 @@ _EXPORTS = {
     "ErrorCode": "ecpa.errors",
     "PROFILE_ID": "ecpa.profile.ids",
     "STATEMENT_SCHEMA": "ecpa.profile.ids",
-    "canonicalize": "ecpa.profile.jcs",
+    "canonicalize": "ecpa.profile.json.jcs",
     "SigningKey": "ecpa.profile.keys",
     "VerifyKey": "ecpa.profile.keys",
-    "ShapeError": "ecpa.profile.shape",
+    "ShapeError": "ecpa.shapes.shape",
     "Signed": "ecpa.profile.sign",
     "sign": "ecpa.profile.sign",
     "Process": "ecpa.profile.statement",

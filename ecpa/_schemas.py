@@ -16,9 +16,9 @@ from pydantic import BaseModel
 
 from ecpa._files import write_generated
 from ecpa.corpus.formats import AttestationVectors, TrustStoreVectors
-from ecpa.profile.shape import Shaped
 from ecpa.profile.statement import Statement
 from ecpa.profile.trust import TrustStoreDocument
+from ecpa.shapes.shape import Shaped
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _MODELS: dict[str, tuple[type[BaseModel] | type[Shaped], str, str]] = {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ecpa.demo import pgcluster
+from ecpa.dev import pgcluster
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.e2e

@@ -6,12 +6,12 @@ into the vLLM-HUST host, as the host's own code does (DLA.md "Host contract: thr
 
 - ``--path legacy`` (default): ``additional_config.victim_selector_plugin = "dla"``, the
   entry point of group ``vllm.victim_selector``, ``pick_victim`` on the scheduler's
-  ``running`` (:mod:`dla_plugin.host_selector`);
+  ``running`` (:mod:`dla_plugin.sim.host.victim_selector`);
 - ``--path component``: ``--extension org.vllm-hust.dla`` admitted from the installed bundle
   manifest and ``victim_selector_component = "org.vllm-hust.dla/victim-selector"``
-  (:mod:`dla_plugin.host_bundles`), its ``implementation_ref`` materialized;
+  (:mod:`dla_plugin.sim.host.bundles`), its ``implementation_ref`` materialized;
 - ``--path policy``: ``--preemption-policy dla_plugin.selector.DlaVictimSelector``, the typed
-  preemption policy controller (:mod:`dla_plugin.host`).
+  preemption policy controller (:mod:`dla_plugin.sim.host.preemption`).
 
 ``--policy builtin`` runs without the plugin. Under ``ecpa run`` the plugin's observer signs
 what the policy did; without a launch binding nothing is signed.
@@ -36,10 +36,11 @@ from types import FrameType
 from typing import Any
 
 from dla_plugin import host_evidence
-from dla_plugin.host import HostPath, PreemptionController
-from dla_plugin.host import load_policy as load_typed_policy
-from dla_plugin.host_bundles import BundleError, resolve_startup
-from dla_plugin.host_selector import (
+from dla_plugin.sim.engine import BlockPoolEngine, SimRequest
+from dla_plugin.sim.host.bundles import BundleError, resolve_startup
+from dla_plugin.sim.host.preemption import HostPath, PreemptionController
+from dla_plugin.sim.host.preemption import load_policy as load_typed_policy
+from dla_plugin.sim.host.victim_selector import (
     COMPONENT_KEY,
     DISABLED_KEY,
     PLUGIN_KEY,
@@ -47,7 +48,6 @@ from dla_plugin.host_selector import (
     SelectorScheduler,
     get_victim_selector,
 )
-from dla_plugin.sim.engine import BlockPoolEngine, SimRequest
 from dla_plugin.sim.predict import PREDICTIONS, predictor
 from dla_plugin.sim.ranks import run_ranks
 from dla_plugin.sim.workload import SyntheticParams, WorkloadError, synthetic_stream

@@ -4,9 +4,9 @@ Each step: admit waiting requests first come first served while their blocks fit
 admission reserve when enabled), then every running request computes one token: its prefill
 and first token in the step it is admitted, one output token per step after that. A request
 that needs a new block when none is free makes the engine preempt a victim chosen through a
-host path (:class:`~dla_plugin.host.HostPath`: the typed preemption controller of
-:mod:`dla_plugin.host`, or the ``VictimSelector`` scheduler of
-:mod:`dla_plugin.host_selector`), in recompute mode: the victim's blocks are
+host path (:class:`~dla_plugin.sim.host.preemption.HostPath`: the typed preemption controller of
+:mod:`dla_plugin.sim.host.preemption`, or the ``VictimSelector`` scheduler of
+:mod:`dla_plugin.sim.host.victim_selector`), in recompute mode: the victim's blocks are
 freed, its computed tokens are wasted (counted) and redone when it is admitted again, at the
 head of the queue.
 
@@ -33,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from dla_plugin.admission import blocks_needed
-from dla_plugin.host import HostPath
+from dla_plugin.sim.host.preemption import HostPath
 from dla_plugin.sim.steptime import ConstantStep, StepModel
 
 __all__ = ["BlockPoolEngine", "EngineStats", "SimRequest", "blocks_for"]

@@ -23,9 +23,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from dla_plugin.host import PreemptionController, VictimPolicy
 from dla_plugin.selector import DlaVictimSelector
 from dla_plugin.sim.engine import BlockPoolEngine, SimRequest
+from dla_plugin.sim.host.preemption import PreemptionController, VictimPolicy
 from dla_plugin.sim.steptime import ProfiledStep, StepModel
 from dla_plugin.sim.workload import Job
 

@@ -19,7 +19,7 @@ from ecpa.cli._common import (
     fail_usage,
     load_key,
 )
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
     audit_launch_dir,
     audit_store,

@@ -59,7 +59,7 @@ def read_json_object(path: Path, what: str, *, evidence: bool = False) -> dict[s
     With ``evidence`` (a statement to sign) parse errors keep their own codes (exit 1);
     otherwise the file is configuration and a parse error is ``ECPA_INVALID_INPUT`` (exit 2).
     """
-    from ecpa.profile.strict_json import parse_object
+    from ecpa.profile.json.strict_json import parse_object
 
     data = read_input(path)
     try:

@@ -9,7 +9,7 @@ import typer
 
 from ecpa.cli._app import command_group
 from ecpa.cli._common import AsJson, echo_json, fail_usage
-from ecpa.demo import pgcluster
+from ecpa.dev import pgcluster
 
 __all__ = ["dev_app"]
 

@@ -14,7 +14,7 @@ from ecpa._text import json_line, safe, when
 from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, read_json_object
 from ecpa.errors import EcpaError
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 
 __all__ = ["STATUS_EXAMPLES", "status_app", "status_command"]
 

@@ -26,8 +26,8 @@ from ecpa.cli._common import (
 from ecpa.cli._progress import progress
 from ecpa.errors import EcpaError
 from ecpa.profile.b64 import b64u_decode
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 from ecpa.profile.statement import validate_input
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 from ecpa.profile.verify import Binding, Policy
 
 if TYPE_CHECKING:

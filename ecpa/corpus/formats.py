@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from ecpa.errors import ErrorCode
-from ecpa.profile.pydantic_types import NonEmptyStr, SafeInt
 from ecpa.profile.trust import TrustEntry
 from ecpa.profile.verify import Binding, Policy
+from ecpa.shapes.pydantic_types import NonEmptyStr, SafeInt
 
 __all__ = ["AttestationVectors", "TrustStoreVectors"]
 

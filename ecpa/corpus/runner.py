@@ -19,9 +19,9 @@ from ecpa._files import write_generated
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.b64 import b64u_decode
 from ecpa.profile.fence import MemoryReplayFence
-from ecpa.profile.shape import ShapeError
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, verify
+from ecpa.shapes.shape import ShapeError
 
 __all__ = [
     "BUILTIN",

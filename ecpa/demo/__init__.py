@@ -2,7 +2,7 @@
 signing, verifying, tampering, replaying, a live launch judged and withdrawn, the value
 simulator). The command line hands in how to run ``ecpa`` in this process and where the
 narrative goes, so the demo never imports the command line. :mod:`ecpa.demo.acts` names what
-it shows; :mod:`ecpa.demo.pgcluster` is its throw-away PostgreSQL (``ecpa dev pg-up``).
+it shows; :mod:`ecpa.dev.pgcluster` is its throw-away PostgreSQL (``ecpa dev pg-up``).
 Names are imported on first use, so the help and ``ecpa dev`` load none of the demo.
 
 May import: every room below the command line (:mod:`ecpa.profile`, :mod:`ecpa.runtime`,

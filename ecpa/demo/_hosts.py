@@ -1,5 +1,5 @@
 """The demo's "several hosts" act: a live launch shipped into a throw-away PostgreSQL
-(``ecpa dev pg-up``, :mod:`ecpa.demo.pgcluster`) and judged from the store, as a manager on
+(``ecpa dev pg-up``, :mod:`ecpa.dev.pgcluster`) and judged from the store, as a manager on
 another host would. Skipped, saying why and how, where there is no PostgreSQL or no psycopg."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ecpa.demo import pgcluster
 from ecpa.demo._tour import Tour
+from ecpa.dev import pgcluster
 
 __all__ = ["hosts_steps"]
 

@@ -20,7 +20,7 @@ from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.launcher._write import identity, json_bytes, open_directory, write_atomic
 from ecpa.launcher.manager import Certifier, ManagerKey
 from ecpa.launcher.supervise import LaunchExit
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
     EXIT_SCHEMA,
     ExpectedLaunch,

@@ -24,7 +24,7 @@ from typing import Any
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.launcher.plan import BUNDLE_NAME, DEFAULT_PLUGIN_ID, bundle_manifest
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.runtime import MAX_LAUNCH_FILE_BYTES, EvidenceStore, RuntimeStatus, SlotStatus
 
 __all__ = [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.runtime import PLAN_SCHEMA, Plan, plan_from_bytes, plan_from_dict
 
 BUNDLE_GROUP = "vllm.extension_bundles"

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA, Process, Statement
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER
 
 __all__ = ["canonical_statement", "statement_payload"]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.b64 import b64u_decode, b64u_encode, b64u_encode_ascii
-from ecpa.profile.jcs import canonicalize, matches_canonical
+from ecpa.profile.json.jcs import canonicalize, matches_canonical
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.statement import PROFILE_ID
-from ecpa.profile.strict_json import parse_object
 
 __all__ = [
     "ALG",

@@ -11,10 +11,10 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import jws
 from ecpa.profile.b64 import b64u_encode_ascii
 from ecpa.profile.fast import statement_payload
-from ecpa.profile.jcs import canonicalize, canonicalize_subset
+from ecpa.profile.json.jcs import canonicalize, canonicalize_subset
+from ecpa.profile.json.strict_json import MAX_DEPTH, parse_object
 from ecpa.profile.keys import Ed25519Signer
 from ecpa.profile.statement import Statement, check_statement
-from ecpa.profile.strict_json import MAX_DEPTH, parse_object
 
 __all__ = ["Signed", "sign"]
 

@@ -1,6 +1,6 @@
 """The ECPA 0.1 statement (PROFILE §1) and its checks (PROFILE §3 steps 14-17).
 
-The statement and its process are frozen shapes (:mod:`ecpa.profile.shape`), strict: an
+The statement and its process are frozen shapes (:mod:`ecpa.shapes.shape`), strict: an
 integer is never a boolean or a string, a string is never a number.
 ``schemas/statement.schema.json`` is generated from :class:`Statement`.
 """
@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.ids import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.profile.rules import ANY_TEXT, COUNT, TEXT, Array, Text
-from ecpa.profile.shape import Nested, Shaped, ShapeError, member
+from ecpa.shapes.rules import ANY_TEXT, COUNT, TEXT, Array, Text
+from ecpa.shapes.shape import Nested, Shaped, ShapeError, member
 
 __all__ = [
     "PROFILE_ID",

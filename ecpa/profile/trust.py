@@ -15,10 +15,10 @@ from typing import Any
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.keys import VerifyKey
-from ecpa.profile.rules import ANY_TEXT, COUNT, TEXT, Array, Const, Flag, Value
-from ecpa.profile.shape import Nested, Shaped, ShapeError, member
-from ecpa.profile.strict_json import parse_object
+from ecpa.shapes.rules import ANY_TEXT, COUNT, TEXT, Array, Const, Flag, Value
+from ecpa.shapes.shape import Nested, Shaped, ShapeError, member
 
 __all__ = [
     "TRUST_STORE_SCHEMA",

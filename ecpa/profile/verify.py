@@ -9,12 +9,12 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import jws
 from ecpa.profile.fast import canonical_statement
 from ecpa.profile.fence import ReplayFence
-from ecpa.profile.jcs import matches_canonical
-from ecpa.profile.rules import COUNT, TEXT
-from ecpa.profile.shape import Shaped, frozen_instance, member
+from ecpa.profile.json.jcs import matches_canonical
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.statement import Statement, check_statement
-from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustedKey, TrustStore
+from ecpa.shapes.rules import COUNT, TEXT
+from ecpa.shapes.shape import Shaped, frozen_instance, member
 
 __all__ = ["Binding", "Policy", "Verified", "verify", "verify_encoded"]
 

@@ -26,7 +26,7 @@ from typing import Any
 from ecpa._text import safe
 from ecpa.errors import EcpaError
 from ecpa.launcher.lifecycle import status_document
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.runtime import (
     PROC,
     Judged,

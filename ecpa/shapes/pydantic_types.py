@@ -1,6 +1,6 @@
 """The pydantic side of the profile's types, for the documents that stay pydantic models
 (the corpus formats, the plan): the strict member types, and one line for a pydantic error
-in the words of :mod:`ecpa.profile.shape` (what was expected, what was found)."""
+in the words of :mod:`ecpa.shapes.shape` (what was expected, what was found)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 
 __all__ = ["NonEmptyStr", "SafeInt", "Sha256Digest", "describe_validation"]
 

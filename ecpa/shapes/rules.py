@@ -1,5 +1,5 @@
-"""The rules of a shape's members (:mod:`ecpa.profile.shape`; a nested shape's is
-:class:`ecpa.profile.shape.Nested`): each checks one value
+"""The rules of a shape's members (:mod:`ecpa.shapes.shape`; a nested shape's is
+:class:`ecpa.shapes.shape.Nested`): each checks one value
 strictly, says what it expected and what it found, and writes its JSON Schema.
 
 Strict means what PROFILE §2 and §5 ask: an integer is never a boolean, a string is never
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 
 __all__ = [
     "ANY_TEXT",

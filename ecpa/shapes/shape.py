@@ -20,7 +20,7 @@ import inspect
 import sys
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ecpa.profile.rules import Rule
+from ecpa.shapes.rules import Rule
 
 if TYPE_CHECKING or sys.version_info < (3, 11):  # pragma: no cover - 3.10
     from typing_extensions import dataclass_transform

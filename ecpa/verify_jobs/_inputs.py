@@ -14,9 +14,9 @@ from typing import BinaryIO
 
 from ecpa._files import MAX_INPUT_BYTES, open_regular, read_input
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.shape import frozen_instance
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.runtime import Evidence, parse_record, read_log
+from ecpa.shapes.shape import frozen_instance
 
 __all__ = [
     "Item",

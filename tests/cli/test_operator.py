@@ -440,7 +440,7 @@ def test_pg_up_makes_an_existing_empty_directory_private() -> None:
     import shutil
     import tempfile
 
-    from ecpa.demo import pgcluster
+    from ecpa.dev import pgcluster
 
     empty = Path(tempfile.mkdtemp(prefix="ecpa-pg-mode-", dir="/tmp"))  # postgres reaches it
     try:

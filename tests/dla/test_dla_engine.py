@@ -1,4 +1,5 @@
-"""The host controller and the block-pool engine (dla_plugin.host, dla_plugin.sim.engine)."""
+"""The host controller and the block-pool engine (dla_plugin.sim.host.preemption,
+dla_plugin.sim.engine)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dla_plugin.contract import Candidate, PreemptionContext
-from dla_plugin.host import PreemptionController, builtin_victim
 from dla_plugin.selector import DlaVictimSelector
 from dla_plugin.sim.drive import requests
 from dla_plugin.sim.engine import BlockPoolEngine, SimRequest, blocks_for
+from dla_plugin.sim.host.preemption import PreemptionController, builtin_victim
 from dla_plugin.sim.steptime import ConstantStep, ProfiledStep
 
 

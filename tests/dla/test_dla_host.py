@@ -1,8 +1,9 @@
 """The DLA plugin in models of the real vLLM-HUST host, on its three paths (DLA.md "Host
 contract: three ways in"): the typed preemption policy (API 1.0), the typed component and the
-legacy entry point (both ``VictimSelector`` API 1). The models (:mod:`dla_plugin.host`,
-:mod:`dla_plugin.host_selector`, :mod:`dla_plugin.host_bundles`) follow the facts of the
-host's files; the plugin is loaded through the installed metadata, as the host loads it.
+legacy entry point (both ``VictimSelector`` API 1). The models
+(:mod:`dla_plugin.sim.host.preemption`, :mod:`dla_plugin.sim.host.victim_selector`,
+:mod:`dla_plugin.sim.host.bundles`) follow the facts of the host's files; the plugin is
+loaded through the installed metadata, as the host loads it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from hypothesis import strategies as st
 
 import ecpa.observer
 from dla_plugin.contract import Candidate, PreemptionContext
-from dla_plugin.host import HostCandidate, PreemptionController, load_policy
-from dla_plugin.host_bundles import BundleError, resolve_startup
-from dla_plugin.host_selector import (
+from dla_plugin.selector import DlaVictimSelector
+from dla_plugin.sim.drive import host_path, requests
+from dla_plugin.sim.engine import BlockPoolEngine
+from dla_plugin.sim.host.bundles import BundleError, resolve_startup
+from dla_plugin.sim.host.preemption import HostCandidate, PreemptionController, load_policy
+from dla_plugin.sim.host.victim_selector import (
     NoOpVictimSelector,
     SchedulingPolicy,
     SelectorScheduler,
@@ -28,9 +32,6 @@ from dla_plugin.host_selector import (
     VictimSelectorMaterializationError,
     get_victim_selector,
 )
-from dla_plugin.selector import DlaVictimSelector
-from dla_plugin.sim.drive import host_path, requests
-from dla_plugin.sim.engine import BlockPoolEngine
 
 SEL, ABS, FAIL, CHG = (
     ecpa.observer.SELECTION,

@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from dla_plugin.host_bundles import (
+from dla_plugin.selector import DlaVictimSelector
+from dla_plugin.sim.host.bundles import (
     BundleError,
     check_manifest,
     discover_installed,
     resolve_startup,
 )
-from dla_plugin.host_selector import load_implementation
-from dla_plugin.selector import DlaVictimSelector
+from dla_plugin.sim.host.victim_selector import load_implementation
 
 pytestmark = pytest.mark.e2e  # real processes throughout
 
@@ -369,7 +369,7 @@ def test_importing_any_module_has_no_side_effects(tmp_path: Path, launch: bool) 
     result = _run(_IMPORT_ALL, tmp_path, launch)
     assert result["threads"] == 1
     assert result["calls"] == 0  # process_observer is looked up on the first call only
-    for name in ("dla_plugin.selector", "dla_plugin.rule", "dla_plugin.host_selector"):
+    for name in ("dla_plugin.selector", "dla_plugin.rule", "dla_plugin.sim.host.victim_selector"):
         assert name in result["modules"]
 
 

@@ -1,7 +1,7 @@
 """The project's model of the vLLM-HUST host's evidence delivery (``dla_plugin.host_evidence``)
-and of its evidence-emitting preemption controller (``dla_plugin.host``): the events the host
-gives for given facts are the published vectors, its identity binding, dedupe and strict
-mode behave as the host's, and the controller delivers one resolution and one event per
+and of its evidence-emitting preemption controller (``dla_plugin.sim.host.preemption``): the
+events the host gives for given facts are the published vectors, its identity binding, dedupe
+and strict mode behave as the host's, and the controller delivers one resolution and one event per
 dispatch, each with its outcome."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from dla_plugin import host_evidence
 from dla_plugin.contract import Candidate, PreemptionContext
-from dla_plugin.host import PreemptionController
+from dla_plugin.sim.host.preemption import PreemptionController
 from ecpa.runtime import epoch_of, host_line, parse_host_line
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream-host-events"

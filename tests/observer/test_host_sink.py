@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dla_plugin import host_evidence
-from dla_plugin.host import PreemptionController
+from dla_plugin.sim.host.preemption import PreemptionController
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.observer import Observer, host_sink
 from ecpa.observer import _process as process_module

@@ -14,8 +14,8 @@ import pytest
 import ecpa
 from ecpa.errors import ErrorCode
 from ecpa.profile.b64 import b64u_decode, b64u_encode
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.keys import VerifyKey
-from ecpa.profile.strict_json import parse_object
 from tests.support import CONFORMANCE, SEED_1, SEED_2, b64d, load_json, needs_shared
 
 pytestmark = needs_shared

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 import ecpa
 from ecpa.errors import EcpaError
 from ecpa.profile.fast import canonical_statement, statement_payload
-from ecpa.profile.jcs import canonicalize, matches_canonical
+from ecpa.profile.json.jcs import canonicalize, matches_canonical
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.statement import Statement, check_statement
-from ecpa.profile.strict_json import parse_object
 from tests.profile.test_properties import VALID, payload_variants, signable_cases
 from tests.support import statement
 
@@ -147,7 +147,7 @@ def test_frozen_instance_builds_what_the_constructor_builds() -> None:
     their constructors build, as frozen, with the same fields and repr."""
     import dataclasses
 
-    from ecpa.profile.shape import frozen_instance
+    from ecpa.shapes.shape import frozen_instance
 
     signed = ecpa.sign(statement(), ecpa.SigningKey.from_seed(bytes(32)))
     built = ecpa.Signed(

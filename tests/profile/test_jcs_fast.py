@@ -30,8 +30,8 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import ecpa
-from ecpa.profile import jcs
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json import jcs
+from ecpa.profile.json.strict_json import parse_object
 from tests.profile.test_properties import CHARS, MAX_SAFE, same
 
 E = ecpa.ErrorCode

@@ -24,10 +24,11 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import ecpa
-from ecpa.profile import jcs, jws
+from ecpa.profile import jws
 from ecpa.profile import sign as sign_module
 from ecpa.profile import verify as verify_module
 from ecpa.profile.b64 import b64u_encode
+from ecpa.profile.json import jcs
 from tests import _fuzz_strategies as fuzz
 from tests.profile.test_properties import (
     HEADER,

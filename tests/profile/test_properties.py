@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import ecpa
 from ecpa.errors import ErrorCode
 from ecpa.profile.b64 import b64u_decode, b64u_encode
-from ecpa.profile.strict_json import MAX_DEPTH, parse_object, parse_reference
+from ecpa.profile.json.strict_json import MAX_DEPTH, parse_object, parse_reference
 from tests.support import (
     KEY_1,
     KEY_2,

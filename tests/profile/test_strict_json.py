@@ -18,7 +18,7 @@ import pytest
 
 import ecpa
 from ecpa.errors import ErrorCode
-from ecpa.profile.strict_json import parse_object, parse_reference
+from ecpa.profile.json.strict_json import parse_object, parse_reference
 from tests.support import header_bytes, payload_of, sign_raw, statement, store
 
 OK = "OK"

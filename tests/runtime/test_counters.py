@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.observer.record import Window, counters_record
-from ecpa.profile.jcs import canonicalize
+from ecpa.profile.json.jcs import canonicalize
 from ecpa.runtime.model.counters import COUNTERS_SCHEMA_02, Counters, parse_counters
 from ecpa.runtime.model.process import ProcessIdentity
 

@@ -191,7 +191,7 @@ def test_the_book_refuses_what_the_sink_would() -> None:
 
 
 def test_accounts_carry_consistent_counts() -> None:
-    from ecpa.profile.shape import ShapeError
+    from ecpa.shapes.shape import ShapeError
 
     doc: dict[str, Any] = SIGNED[-1].to_dict()
     HostCounts.from_dict(doc, "host")

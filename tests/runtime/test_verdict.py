@@ -421,7 +421,7 @@ def test_a_record_that_cannot_show_abstention_never_covers_a_launch_that_asks(
     import json
 
     from ecpa.observer import record as _record
-    from ecpa.profile.jcs import canonicalize
+    from ecpa.profile.json.jcs import canonicalize
     from ecpa.runtime.model.launch import expected_from_dict
 
     original = _record.counters_record

@@ -1,4 +1,4 @@
-"""Shapes (ecpa.profile.shape, ecpa.profile.rules): strict members, problems in words, the
+"""Shapes (ecpa.shapes.shape, ecpa.shapes.rules): strict members, problems in words, the
 same checks by keyword as from a document, a round trip through JSON values, the schema
 and the bridge into a pydantic model that holds one."""
 
@@ -15,12 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from ecpa.profile.rules import ANY_TEXT, COUNT, TEXT, Array, Const, Count, Flag, Text, Value
-from ecpa.profile.shape import Nested, Shaped, ShapeError, member
 from ecpa.profile.statement import Process, Statement
 from ecpa.profile.trust import TrustEntry, TrustStore, TrustStoreDocument
 from ecpa.profile.verify import Binding, Policy
 from ecpa.runtime.model.counters import Counters
+from ecpa.shapes.rules import ANY_TEXT, COUNT, TEXT, Array, Const, Count, Flag, Text, Value
+from ecpa.shapes.shape import Nested, Shaped, ShapeError, member
 from tests.support import statement as statement_dict
 
 

@@ -60,7 +60,7 @@ class VictimPolicy(Protocol):
 
 class HostPath(Protocol):
     """What the engine needs of a way into the host: this module's controller, or the
-    ``VictimSelector`` scheduler of :mod:`dla_plugin.host_selector`."""
+    ``VictimSelector`` scheduler of :mod:`dla_plugin.sim.host.victim_selector`."""
 
     def victim(
         self,

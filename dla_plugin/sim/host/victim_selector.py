@@ -7,7 +7,7 @@ host's code is copied.
 
 1. a truthy ``additional_config["victim_selector_plugin_disabled"]``: the no-op selector
    (the emergency bypass; nothing is loaded);
-2. an admitted typed scheduler-policy component (:mod:`dla_plugin.host_bundles`), chosen by
+2. an admitted typed scheduler-policy component (:mod:`dla_plugin.sim.host.bundles`), chosen by
    ``additional_config["victim_selector_component"]`` (required when several are admitted):
    its ``implementation_ref`` (``module:attribute``) is imported and materialized; any
    failure is fatal, with no fallback to the legacy path;
@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from dla_plugin.host_bundles import ResolvedComponent
+from dla_plugin.sim.host.bundles import ResolvedComponent
 
 __all__ = [
     "API_VERSION",
@@ -54,7 +54,7 @@ DISABLED_KEY = "victim_selector_plugin_disabled"
 API_VERSION = 1
 SCHEDULER_POLICY_CONTRACT = "vllm.scheduler.policy.v1"
 
-_LOG = logging.getLogger("dla_plugin.host_selector")
+_LOG = logging.getLogger("dla_plugin.sim.host.victim_selector")
 
 
 class SchedulingPolicy(enum.Enum):
@@ -277,7 +277,7 @@ def get_victim_selector(
 
     ``vllm_config`` is an object with ``additional_config`` (or a dict with that member);
     ``components`` are the admitted components of the extension startup
-    (:func:`dla_plugin.host_bundles.resolve_startup`).
+    (:func:`dla_plugin.sim.host.bundles.resolve_startup`).
 
     Raises:
         VictimSelectorMaterializationError: on the typed component path.

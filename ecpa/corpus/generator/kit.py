@@ -29,7 +29,7 @@ from ecpa.corpus.generator.upstream import (
 from ecpa.errors import ErrorCode as E
 from ecpa.profile import jws
 from ecpa.profile.b64 import b64u_decode, b64u_encode
-from ecpa.profile.jcs import canonicalize
+from ecpa.profile.json.jcs import canonicalize
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.trust import TRUST_STORE_SCHEMA
 

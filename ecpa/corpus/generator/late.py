@@ -28,7 +28,7 @@ from ecpa.corpus.generator.kit import (
 )
 from ecpa.errors import ErrorCode as E
 from ecpa.profile import jws
-from ecpa.profile.jcs import canonicalize
+from ecpa.profile.json.jcs import canonicalize
 
 __all__ = ["late_cases"]
 

@@ -19,7 +19,7 @@ from ecpa.corpus.generator.kit import (
     store,
 )
 from ecpa.errors import ErrorCode as E
-from ecpa.profile.jcs import canonicalize
+from ecpa.profile.json.jcs import canonicalize
 
 __all__ = ["payload_cases"]
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from ecpa.errors import ErrorCode as E
 from ecpa.profile import jws
 from ecpa.profile.b64 import b64u_decode, b64u_encode
-from ecpa.profile.jcs import canonicalize
+from ecpa.profile.json.jcs import canonicalize
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
 

@@ -1,8 +1,8 @@
 """The rules of the strict JSON reader (PROFILE §4) that both of its implementations share:
 limits, the UTF-8 decoding step, and the class-2/class-3 events with their details.
 
-The fast path (:mod:`ecpa.profile.strict_json`) and the reference parser
-(:mod:`ecpa.profile._json_ref`) both import this module and never each other's internals.
+The fast path (:mod:`ecpa.profile.json.strict_json`) and the reference parser
+(:mod:`ecpa.profile.json._ref`) both import this module and never each other's internals.
 """
 
 from __future__ import annotations

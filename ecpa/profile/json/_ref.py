@@ -1,6 +1,6 @@
 """The reference strict JSON parser: iterative, so any nesting depth is safe (PROFILE §4).
 
-:func:`ecpa.profile.strict_json.parse_object` falls back to it when the C scanner runs out of
+:func:`ecpa.profile.json.strict_json.parse_object` falls back to it when the C scanner runs out of
 recursion depth, and the tests use it as an independent oracle: same result, same codes.
 """
 
@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._json_events import (
+from ecpa.profile.json._events import (
     _SURROGATE,
     MAX_DEPTH,
     _constant_event,

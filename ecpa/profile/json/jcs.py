@@ -200,7 +200,8 @@ def canonicalize_subset(value: Any, *, max_depth: int) -> bytes | None:
 
 def matches_canonical(data: bytes, value: Any) -> bool:
     """Whether ``data == canonicalize(value)`` (PROFILE §3 steps 6 and 13), where ``value``
-    is what the strict reader (``ecpa.profile.strict_json.parse_object``) returned for ``data``.
+    is what the strict reader (``ecpa.profile.json.strict_json.parse_object``) returned for
+    ``data``.
 
     The reader leaves only exact JSON types, safe integers and no lone surrogates, nested at
     most 32 deep: the subset, but for the member-name condition. That one is decided from

@@ -26,7 +26,7 @@ import threading
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile._json_events import (
+from ecpa.profile.json._events import (
     _MAX_SAFE_DIGITS,
     _SURROGATE,
     MAX_DEPTH,
@@ -42,7 +42,7 @@ from ecpa.profile._json_events import (
     _require_object,
     _surrogate_event,
 )
-from ecpa.profile._json_ref import parse_reference
+from ecpa.profile.json._ref import parse_reference
 
 __all__ = ["MAX_DEPTH", "MAX_SAFE_INTEGER", "parse_object", "parse_reference"]
 

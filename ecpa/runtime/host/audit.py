@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 from ecpa._files import open_regular
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.fence import MemoryReplayFence
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import open_process_logs

@@ -25,7 +25,7 @@ from pathlib import Path
 from ecpa._files import check_private_dir, open_regular, read_bounded
 from ecpa._text import iso_utc
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import judge_logs, open_process_logs

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ecpa._text import iso_utc, safe
-from ecpa.profile.jcs import canonicalize
+from ecpa.profile.json.jcs import canonicalize
 from ecpa.runtime.judge.host import SOURCE_HOST, source
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.timeline import Moment, ProcessRecords, Span, intervals, timeline

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.jcs import canonicalize
-from ecpa.profile.rules import COUNT, TEXT, Flag, Text
-from ecpa.profile.shape import Nested, Shaped, ShapeError, member
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.jcs import canonicalize
+from ecpa.profile.json.strict_json import parse_object
+from ecpa.shapes.rules import COUNT, TEXT, Flag, Text
+from ecpa.shapes.shape import Nested, Shaped, ShapeError, member
 
 __all__ = [
     "COUNTERS_SCHEMA",

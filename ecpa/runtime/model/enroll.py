@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ecpa.errors import EcpaError, invalid_input
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.runtime.model.launch import Slot
 from ecpa.runtime.model.process import ProcessIdentity
 

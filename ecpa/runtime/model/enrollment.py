@@ -27,11 +27,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from ecpa.profile.jcs import canonicalize
+from ecpa.profile.json.jcs import canonicalize
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.keys import Ed25519Signer, VerifyKey
 from ecpa.profile.sign import sign
 from ecpa.profile.statement import PROFILE_ID, STATEMENT_SCHEMA
-from ecpa.profile.strict_json import parse_object
 from ecpa.runtime.model.enroll import kid_for
 from ecpa.runtime.model.evidence import Evidence, evidence_digest, record_line
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot

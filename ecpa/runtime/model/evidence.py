@@ -20,11 +20,11 @@ from typing import Any, BinaryIO
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.b64 import b64u_decode, b64u_decode_ascii, b64u_encode
 from ecpa.profile.fence import ReplayFence
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.jws import MAX_JWS_LENGTH, MAX_PAYLOAD_LENGTH
-from ecpa.profile.shape import frozen_instance
-from ecpa.profile.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Binding, Policy, Verified, verify_encoded
+from ecpa.shapes.shape import frozen_instance
 
 __all__ = [
     "RECORD_SCHEMA",

@@ -22,11 +22,11 @@ from typing import Any
 
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.rules import COUNT, TEXT
-from ecpa.profile.shape import Shaped, ShapeError, member
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER, parse_object
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER, parse_object
 from ecpa.runtime.model.membership import Membership
 from ecpa.runtime.model.process import ProcessIdentity
+from ecpa.shapes.rules import COUNT, TEXT
+from ecpa.shapes.shape import Shaped, ShapeError, member
 
 __all__ = [
     "DEFAULT_SLOTS",

@@ -15,9 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ecpa.errors import EcpaError, invalid_input
-from ecpa.profile.jcs import canonicalize
-from ecpa.profile.pydantic_types import SafeInt, Sha256Digest, describe_validation
-from ecpa.profile.strict_json import MAX_SAFE_INTEGER, parse_object
+from ecpa.profile.json.jcs import canonicalize
+from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER, parse_object
 from ecpa.runtime.model.launch import (
     DEFAULT_SLOTS,
     LAUNCH_SCHEMA,
@@ -26,6 +25,7 @@ from ecpa.runtime.model.launch import (
     slots_from_list,
 )
 from ecpa.runtime.model.process import ProcessIdentity
+from ecpa.shapes.pydantic_types import SafeInt, Sha256Digest, describe_validation
 
 __all__ = [
     "MAX_EMIT_INTERVAL_S",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ecpa._files import check_ancestors, describe_mode, read_bounded
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 
 __all__ = [

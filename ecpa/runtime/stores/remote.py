@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.judge import history

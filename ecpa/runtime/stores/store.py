@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, parse_record
 from ecpa.runtime.stores.pgconn import (
     CALL_TIMEOUT_S,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.strict_json import parse_object
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.runtime.stores.store import EvidenceStore
 from ecpa.runtime.stores.store_schema import (
     DEFAULT_PARTITION,
