@@ -10,12 +10,17 @@ threads in this process each send requests back to back on a keep-alive connecti
 checked (200 and its size). A row gives requests per second and the median and 99th
 percentile latency; the refresh time the server reports (``ecpa_serve_refresh_seconds``) is
 printed beside it, since requests and the refresher share one interpreter.
+
+With ``--db``, the same launches are shipped (``ship_launch``, the real clock) into a
+throw-away PostgreSQL (``scripts/pg-up``, or ``--pg-dsn``) and served from the store
+(``ecpa serve --db``) instead of their directories (docs/scale.md "The fleet verdict").
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import os
 import re
 import shutil
@@ -25,35 +30,63 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
-from bench.launchdir import HOST, hermetic_config, write_launch
+from bench.launchdir import HOST, Written, hermetic_config, write_launch
+from bench.shared import server
 
 #: Seconds between the written records: they stay fresh (heartbeat window 300 s) while
 #: the bench runs.
 _INTERVAL = 100
 
 
-def _write(root: Path, launches: int, slots: int) -> Path:
+def _write(root: Path, launches: int, slots: int) -> list[Written]:
     runs = root / "runs"
     runs.mkdir(mode=0o700)
     now = int(time.time())
-    proc = runs / "proc"
-    for n in range(1, launches + 1):
-        written = write_launch(
+    return [
+        write_launch(
             runs, slots=slots, records=3, now=now, interval=_INTERVAL, launch_id=f"launch-{n:016x}"
         )
-        proc = written.proc_root
-    return proc
+        for n in range(1, launches + 1)
+    ]
 
 
-def _child(runs: Path, proc_root: Path) -> None:
-    """Serve ``runs`` as ``ecpa serve`` does, with the fake ``/proc``; say the port."""
+def _ship_all(written: list[Written], dsn: str) -> int:
+    """Every launch shipped into the store at ``dsn`` (its processes alive in the fake
+    ``/proc``, by the real clock); the lines stored."""
+    from ecpa.runtime.host.ship import ship_launch
+    from ecpa.runtime.model.process import check_alive
+    from ecpa.runtime.stores.store import EvidenceStore
+
+    stored = 0
+    with EvidenceStore(dsn) as store:
+        for w in written:
+            report = ship_launch(
+                w.directory,
+                store,
+                once=True,
+                liveness=lambda who, w=w: check_alive(who, proc_root=w.proc_root, host=HOST),
+                clock=lambda: int(time.time()),
+            )
+            stored += report.stored
+    return stored
+
+
+def _child(runs: Path, proc_root: Path, dsn: str | None = None) -> None:
+    """Serve ``runs`` (or, with ``dsn``, the store there) as ``ecpa serve`` does, with the
+    fake ``/proc``; say the port."""
     from ecpa.serve.board import Sources
     from ecpa.serve.server import Listen, ServeOptions, serve
 
+    sources = (
+        Sources((runs,), limit=1000, proc_root=proc_root, host=HOST)
+        if dsn is None
+        else Sources(dsn=dsn, limit=1000)
+    )
     options = ServeOptions(
-        Sources((runs,), limit=1000, proc_root=proc_root, host=HOST),
+        sources,
         Listen("127.0.0.1", 0),
         None,
         interval=1.0,
@@ -106,14 +139,36 @@ def _refresh_s(port: int) -> float:
     return float(match.group(1)) if match else float("nan")
 
 
-def measure(launches: int, slots: int, clients: int, seconds: float, tmp: Path) -> list[str]:
-    """The table's rows for one server over ``launches`` x ``slots``."""
+def _effective(port: int) -> str:
+    """How many of the served launches are effective, as ``/v1/launches`` says."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/v1/launches")
+    doc = json.loads(conn.getresponse().read())
+    conn.close()
+    items = doc.get("launches", doc) if isinstance(doc, dict) else doc
+    true = sum(1 for item in items if item.get("runtime_effective") is True)
+    return f"{true} of {len(items)} launches effective"
+
+
+def measure(
+    launches: int, slots: int, clients: int, seconds: float, tmp: Path, dsn: str | None = None
+) -> list[str]:
+    """The table's rows for one server over ``launches`` x ``slots`` (from the store at
+    ``dsn``, shipped there first, when given)."""
     root = Path(tempfile.mkdtemp(prefix="ecpa-bench-serve-", dir=tmp))
     rows = []
     try:
-        proc_root = _write(root, launches, slots)
+        written = _write(root, launches, slots)
+        proc_root = written[-1].proc_root
+        where = "directories"
+        argv = [sys.executable, "-m", "bench.serve", "--child", str(root / "runs"), str(proc_root)]
+        if dsn is not None:
+            began = time.perf_counter()
+            stored = _ship_all(written, dsn)
+            where = f"store ({stored:,} lines shipped in {time.perf_counter() - began:.1f} s)"
+            argv += ["--child-db", dsn]
         child = subprocess.Popen(  # noqa: S603 - our own interpreter, module and arguments
-            [sys.executable, "-m", "bench.serve", "--child", str(root / "runs"), str(proc_root)],
+            argv,
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
@@ -134,7 +189,8 @@ def measure(launches: int, slots: int, clients: int, seconds: float, tmp: Path) 
                 rows.append(
                     f"{name:<12} {launches:>4} x {slots:<3} {count / seconds:>9,.0f} req/s"
                     f"  p50 {q[49] * 1000:7.1f} ms  p99 {q[98] * 1000:7.1f} ms"
-                    f"  refresh {_refresh_s(port):6.2f} s  ({count:,} requests, {clients} clients)"
+                    f"  refresh {_refresh_s(port):6.2f} s  ({count:,} requests, {clients} clients,"
+                    f" from the {where}; {_effective(port)})"
                 )
         finally:
             child.terminate()
@@ -156,10 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--db", action="store_true", help="serve from a throw-away PostgreSQL")
+    parser.add_argument("--pg-dsn", help="with --db: this server instead of a throw-away one")
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child-db", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _child(*args.child)
+        _child(*args.child, dsn=args.child_db)
         return 0
     print(
         f"ecpa serve under {args.clients} concurrent clients, {os.cpu_count()} CPUs, load "
@@ -167,8 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     for launches in args.launches:
-        for row in measure(launches, args.slots, args.clients, args.seconds, args.tmp):
-            print(row, flush=True)
+        with ExitStack() as stack:
+            dsn = stack.enter_context(server(args.pg_dsn)) if args.db else None
+            if args.db and dsn is None:
+                print("--db: no psycopg or no PostgreSQL server binaries", file=sys.stderr)
+                return 2
+            for row in measure(launches, args.slots, args.clients, args.seconds, args.tmp, dsn):
+                print(row, flush=True)
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -157,6 +158,21 @@ def test_serve_bench_loads_the_endpoints_and_prints_its_rows() -> None:
         assert re.search(rf"^{re.escape(name)}\s+2 x 2\s+[\d,]+ req/s\s+p50 .* p99 ", out, re.M), (
             out
         )
+
+
+@pytest.mark.skipif(
+    shutil.which("initdb") is None and not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")),
+    reason="no PostgreSQL server binaries",
+)
+def test_serve_bench_serves_a_store() -> None:
+    """``--db``: the launches shipped into a throw-away PostgreSQL and served from it, every
+    answer checked as over directories, the launches judged effective from the store."""
+    out = bench("bench.serve", "--db", "--launches", "2", "--slots", "2", "--seconds", "0.5")
+    for name in ("/metrics", "one launch"):
+        assert re.search(rf"^{re.escape(name)}\s+2 x 2\s+[\d,]+ req/s\s+p50 .* p99 ", out, re.M), (
+            out
+        )
+    assert re.search(r"from the store \(\d+ lines shipped .*; 2 of 2 launches effective", out), out
 
 
 def test_startup_bench_prints_its_rows() -> None:
