@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child-db", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _child(*args.child, dsn=args.child_db)
+        _child(args.child[0], args.child[1], dsn=args.child_db)
         return 0
     print(
         f"ecpa serve under {args.clients} concurrent clients, {os.cpu_count()} CPUs, load "
