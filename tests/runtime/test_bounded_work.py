@@ -1,5 +1,5 @@
-"""Bounded work whatever a log holds (RUNTIME.md "Round 3", "Bounded work"): blank lines
-count toward every line and byte limit, every read loop looks at its deadline, a status
+"""Bounded work whatever a log holds (RUNTIME.md "Bounded work"): blank lines count
+toward every line and byte limit, every read loop looks at its deadline, a status
 interrupted by a signal keeps what it learned, and ``ecpa ship`` records the supervisor's
 liveness on time. Without the bounds, 4 MiB of newlines dropped into each of eight logs took
 a status from 0.32 s to 52 s, and ship spent 10 s on 16 MiB of them without writing a
@@ -187,8 +187,9 @@ def test_ship_passes_blank_lines_at_c_speed_within_its_batch(tmp_path: Path) -> 
 
 
 def test_the_newest_record_after_blank_lines_is_found_again(written: Written) -> None:
-    """A review finding: blank lines before the newest record made the history's record of
-    where it starts point at them; the fall back then read an empty line (undecided)."""
+    """Blank lines before the newest record never make the history's record of where it
+    starts point at them (the fall back would then read an empty line, undecided): the
+    newest record is found again and decides."""
     log = _log(written)
     lines = log.read_bytes().splitlines(keepends=True)
     log.write_bytes(b"".join(lines[:-1]) + b"\n" * 10 + lines[-1] + b"\n" * 100)

@@ -146,8 +146,9 @@ def _refused_for(w: Written, code: str) -> RuntimeStatus:
 def test_a_key_replaced_in_the_launch_directory_with_forged_records_gives_false(
     w: Written,
 ) -> None:
-    """The reviewer's attack: slot 0's key replaced in trust.json by one of theirs, and fresh
-    records signed with it for the live process."""
+    """An attacker who may write the launch directory replaces slot 0's key in trust.json by
+    one of theirs and writes fresh records signed with it for the live process: the key is
+    not the one the manager certified, so the slot is refused (uncertified_key)."""
     forged = process_signer(S0, w.processes[S0], b"f" * 32)
     doc = _trust(w)
     for entry in doc["keys"]:

@@ -1,4 +1,4 @@
-"""Who belongs to a launch (RUNTIME.md "Round 3", "Membership"): exactly the command's tree
+"""Who belongs to a launch (RUNTIME.md "Membership"): exactly the command's tree
 under the supervisor, never a child the supervisor's pid had before the command (an agent
 forked by an entry script before ``exec ecpa run``). One rule for the supervisor (signal,
 reap), enrollment and status: :class:`ecpa.runtime.model.process.Membership`."""
@@ -164,9 +164,9 @@ def test_a_signal_to_the_holder_reaches_the_launch_once(tmp_path: Path, how: str
 
 
 def test_a_signal_to_every_process_is_one_request(tmp_path: Path) -> None:
-    """A review finding: a SIGTERM sent to every process (systemd's control-group kill,
-    ``pkill``) reaches the supervisor directly and through the holder; it was taken as a
-    second signal (SIGKILL at once, the grace skipped). Within 0.5 s it is one request."""
+    """A SIGTERM sent to every process (systemd's control-group kill, ``pkill``) reaches
+    the supervisor directly and through the holder: within 0.5 s the two are one request, not
+    a second signal (which would send SIGKILL at once and skip the grace)."""
     trap = "trap 'echo got-term >&2; sleep 1; exit 7' TERM; while :; do sleep 0.1; done"
     shell = _holding(tmp_path, f"sh -c {shlex.quote(trap)}")
     started: list[int] = []
@@ -203,8 +203,8 @@ def test_a_supervisor_killed_by_a_signal_is_the_holders_status(tmp_path: Path) -
 
 
 def test_an_inherited_ignored_sigchld_does_not_hang_the_launch(tmp_path: Path) -> None:
-    """A review finding: SIGCHLD ignored by the entry script survives exec; the supervisor
-    then never got its command's status and ran for ever."""
+    """SIGCHLD ignored by the entry script survives exec; the supervisor still gets its
+    command's status and ends with it, rather than running for ever."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
     env["PYTHONPATH"] = str(ROOT)
     ecpa = Path(sys.executable).parent / "ecpa"
@@ -222,8 +222,8 @@ def test_an_inherited_ignored_sigchld_does_not_hang_the_launch(tmp_path: Path) -
 
 
 def test_a_terminal_with_tostop_does_not_stop_the_supervisor(tmp_path: Path) -> None:
-    """A review finding: behind a holder the supervisor is in a background group of the
-    terminal; with ``stty tostop`` its first write to the terminal stopped it for good.
+    """Behind a holder the supervisor is in a background group of the terminal; with
+    ``stty tostop`` its writes to the terminal never stop it (a stop there would be for good).
     Here ``ecpa run`` runs on a pseudo-terminal it has as its controlling terminal."""
     import pty
     import termios
@@ -330,7 +330,7 @@ sys.exit(main(["--seconds", "12", "--step-ms", "1"]))
 
 
 def test_an_agent_forked_before_exec_ecpa_run_never_makes_it_effective(tmp_path: Path) -> None:
-    """RUNTIME.md "Round 3", "Membership": ``sh -c 'agent & exec ecpa run -- sleep 15'``.
+    """RUNTIME.md "Membership": ``sh -c 'agent & exec ecpa run -- sleep 15'``.
     The agent is a child of the supervisor's pid; it reads launch.json, sets the binding, runs
     the real plugin driver and asks to enroll its own key, which would make status say true
     for a launch of ``sleep``. Enrollment refuses it (not a process of the launch), so it has
@@ -481,14 +481,14 @@ def _agents(script: str) -> list[int]:
     return found
 
 
-# -- directories (RUNTIME.md "Round 3", "Directories") ------------------------------------------
+# -- directories (RUNTIME.md "Directories") -----------------------------------------------------
 
 
 @pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o1777, False), (0o755, False)])
 def test_an_evidence_dir_under_a_directory_others_may_write_is_refused(
     tmp_path: Path, mode: int, refused: bool
 ) -> None:
-    """RUNTIME.md "Round 3", "Directories": ``--evidence-dir`` under a 0777 directory without
+    """RUNTIME.md "Directories": ``--evidence-dir`` under a 0777 directory without
     the sticky bit is refused, since another user could rename the launch directory away while
     it runs. Every ancestor must be root's or the user's, and not writable by others unless
     sticky."""
@@ -525,8 +525,8 @@ def test_a_launch_dir_under_a_directory_others_may_write_is_refused(tmp_path: Pa
 
 
 def test_a_symlink_in_a_directory_others_may_write_is_judged_too(tmp_path: Path) -> None:
-    """A review finding: the ancestors of the resolved path were checked, never the
-    directory holding the symlink (whoever may write it may point the link elsewhere)."""
+    """The directory holding a symlink is judged as well as the ancestors of the resolved
+    path: whoever may write that directory may point the link elsewhere."""
     from ecpa._files import check_ancestors
     from ecpa.errors import EcpaError, ErrorCode
 

@@ -627,7 +627,7 @@ def test_an_ended_launch_is_never_effective(tmp_path: Path, doc: Any, reason: st
         child.wait()
 
 
-# -- counters 0.1 / 0.2 / 0.3 (RUNTIME.md "Evidence record", "Round 3") -----------------------
+# -- counters 0.1 / 0.2 / 0.3 (RUNTIME.md "Evidence record", "Counters 0.3") ------------------
 
 _V2 = {"schema": "ecpa-dispatch-counters/0.2", "last_dispatch_at": NOW - 1}
 _V3 = {

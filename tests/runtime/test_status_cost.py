@@ -174,11 +174,11 @@ def test_a_forged_checkpoint_never_makes_a_slot_covered(written: Written) -> Non
 def test_junk_after_a_second_claimants_records_never_makes_the_slot_covered(
     tmp_path: Path,
 ) -> None:
-    """Review: a second live process's log in slot 0, with 64 junk lines after its records
-    (or a checkpoint forged to make its end look out of order), was dropped from the
-    conflict check: status said covered, a full re-verification a conflict. A log whose end
-    decides nothing is now decided by the newest record its history accepted (checked
-    again), or leaves its slot uncovered: never the more permissive answer."""
+    """A second live process's log in slot 0, with 64 junk lines after its records (or a
+    checkpoint forged to make its end look out of order), stays in the conflict check: status
+    agrees with a full re-verification (a conflict), never says covered. A log whose end
+    decides nothing is decided by the newest record its history accepted (checked again),
+    or leaves its slot uncovered: never the more permissive answer."""
     w = write_launch(tmp_path, slots=1, records=30, now=NOW, twin=True)
     assert not full(w).effective  # two live processes claim scheduler.0
     assert not status(w).effective
@@ -200,7 +200,8 @@ def test_junk_after_a_second_claimants_records_never_makes_the_slot_covered(
 
 @pytest.mark.parametrize("content", ["[]", '"x"', '{"schema": 1}', '{"gaps": [[1e400, 1]]}'])
 def test_a_garbled_checkpoint_is_only_a_slower_status(written: Written, content: str) -> None:
-    """Review: a checkpoint holding [] or a huge number crashed every later status."""
+    """A checkpoint holding [] or a huge number makes a status slower, never a crash: the
+    decision and the history are those of a full re-verification."""
     assert not pending(status(written))
     for ck in logs_of(written).glob(".*.status"):
         ck.write_text(content)
@@ -252,7 +253,7 @@ def test_a_checkpoint_judged_later_is_not_used_for_an_earlier_now(written: Writt
 def test_a_record_from_the_future_is_no_evidence_of_life(
     written: Written, ahead: int, covered: bool
 ) -> None:
-    """RUNTIME.md "Round 3", "Clocks" (docs/runtime.md "Several hosts", a writer clock
+    """RUNTIME.md "Clocks" (docs/runtime.md "Several hosts", a writer clock
     ahead): passing over records dated in the future to decide by an older one would keep a
     host whose clock runs 20 s ahead "alive" for 20 s after it died, its future records
     becoming acceptable one by one. A log whose newest records are dated after now (beyond a

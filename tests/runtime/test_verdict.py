@@ -338,7 +338,7 @@ def test_a_plugin_that_never_selects_says_its_counts_and_cause(
 
 
 def test_the_changed_decisions_are_shown_per_slot() -> None:
-    """RUNTIME.md "Round 3", "Counters 0.3": selections alone count the builtin's own victim
+    """RUNTIME.md "Counters 0.3": selections alone count the builtin's own victim
     too; ``changed`` says how many decisions the plugin really changed."""
     launch = Launch()
     launch.write(S0, proc(11), 1, selections=6, changed=4)
@@ -391,7 +391,7 @@ def test_one_process_claiming_two_slots_is_a_conflict() -> None:
 def test_a_plugin_that_only_abstains_stops_covering_its_slot(
     last_call: int, last_selection: int, covered: bool, code: str
 ) -> None:
-    """RUNTIME.md "Round 3", "Counters 0.3": a predictor gone away leaves the plugin called
+    """RUNTIME.md "Counters 0.3": a predictor gone away leaves the plugin called
     and abstaining for good; neither the cumulative counters nor a last_dispatch_at moved by
     abstentions keep the slot covered longer than max_abstain_s after its newest
     selection."""
