@@ -266,6 +266,88 @@ def test_an_over_long_line_is_stored_cut_and_refused_as_too_large(
     assert decision(st) == decision(local(written))
 
 
+def test_an_over_long_line_ending_in_cr_is_refused_as_in_the_file(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, parse_record
+
+    w = write_launch(tmp_path, slots=1, records=10, now=NOW)
+    [log] = logs_of(w)
+    lines = log.read_bytes().splitlines(keepends=True)
+    last = lines[-1].rstrip(b"\n")
+    padded = b"{" + b" " * (MAX_RECORD_LENGTH - len(last)) + last[1:]
+    parse_record(padded)  # a valid record line, exactly the longest allowed
+    log.write_bytes(b"".join(lines[:-1]) + padded + b"\r" + b"tail junk\n")
+    ship(pg_dsn, w)
+    for now in (NOW, NOW + 3):
+        assert decision(remote(pg_dsn, w, now=now, history_budget_s=None)) == decision(
+            local(w, now)
+        )
+
+
+def _record_claiming(nonce: str) -> bytes:
+    import base64
+    import json
+
+    payload = json.dumps({"challenge_nonce": nonce}).encode()
+    b64 = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
+    return json.dumps({"payload_b64": b64, "detached_jws": "e30..AAAA"}).encode() + b"\n"
+
+
+@pytest.mark.parametrize("nonce", ["a\u0000b", "n" * 20_000])
+def test_a_line_claiming_any_nonce_never_stops_shipping(
+    pg_dsn: str, written: Written, nonce: str
+) -> None:
+    append(written, 0, _record_claiming(nonce) + _record_claiming(nonce))
+    report = ship(pg_dsn, written)
+    assert set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written)
+    assert report.stored == len(file_lines(written))
+
+
+def test_two_shippers_at_once_store_each_line_once(pg_dsn: str, tmp_path: Path) -> None:
+    import threading
+
+    w = write_launch(tmp_path, slots=2, records=1500, now=NOW)
+    EvidenceStore(pg_dsn).close()
+    reports: list[ShipReport] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            reports.append(ship(pg_dsn, w))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    total = len(file_lines(w))
+    assert sum(r.stored for r in reports) == total  # counted once, by whoever stored it
+    assert len(stored_lines(pg_dsn, w.directory.name)) == total
+    with EvidenceStore(pg_dsn) as store:
+        for log in logs_of(w):
+            position = store.position(w.directory.name, log.name)
+            assert position is not None
+            assert position.end == log.stat().st_size
+
+
+def test_a_log_rewritten_in_place_is_noted_not_mixed(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written)
+    log = logs_of(written)[0]
+    data = bytearray(log.read_bytes())
+    # The same inode, other bytes where the shipped end's anchor (its last 4 KiB) lies, and
+    # more of them after.
+    data[-100:-90] = b"X" * 10
+    with log.open("r+b") as out:
+        out.write(bytes(data) + b"more\n")
+    report = ship(pg_dsn, written)
+    assert report.stored == 0
+    assert any("rewritten in place" in n for n in report.notes)
+
+
 # --- the command line, as processes ----------------------------------------------------------
 
 
@@ -516,7 +598,7 @@ def test_a_real_launch_shipped_and_judged_from_the_store(
             shipper.wait()
 
 
-# --- review findings, each a test ------------------------------------------------------------
+# --- readers: each its own checkpoints, a read-only role, the store's version, passwords -----
 
 
 def test_a_status_under_its_own_trust_or_time_leaves_shared_checkpoints_alone(
@@ -536,88 +618,6 @@ def test_a_status_under_its_own_trust_or_time_leaves_shared_checkpoints_alone(
     # Neither saved what it walked: the next status walks the history afresh, and decides
     # as the files do.
     assert decision(remote(pg_dsn, written, history_budget_s=None)) == decision(local(written))
-
-
-def test_an_over_long_line_ending_in_cr_is_refused_as_in_the_file(
-    pg_dsn: str, tmp_path: Path
-) -> None:
-    from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, parse_record
-
-    w = write_launch(tmp_path, slots=1, records=10, now=NOW)
-    [log] = logs_of(w)
-    lines = log.read_bytes().splitlines(keepends=True)
-    last = lines[-1].rstrip(b"\n")
-    padded = b"{" + b" " * (MAX_RECORD_LENGTH - len(last)) + last[1:]
-    parse_record(padded)  # a valid record line, exactly the longest allowed
-    log.write_bytes(b"".join(lines[:-1]) + padded + b"\r" + b"tail junk\n")
-    ship(pg_dsn, w)
-    for now in (NOW, NOW + 3):
-        assert decision(remote(pg_dsn, w, now=now, history_budget_s=None)) == decision(
-            local(w, now)
-        )
-
-
-def _record_claiming(nonce: str) -> bytes:
-    import base64
-    import json
-
-    payload = json.dumps({"challenge_nonce": nonce}).encode()
-    b64 = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
-    return json.dumps({"payload_b64": b64, "detached_jws": "e30..AAAA"}).encode() + b"\n"
-
-
-@pytest.mark.parametrize("nonce", ["a\u0000b", "n" * 20_000])
-def test_a_line_claiming_any_nonce_never_stops_shipping(
-    pg_dsn: str, written: Written, nonce: str
-) -> None:
-    append(written, 0, _record_claiming(nonce) + _record_claiming(nonce))
-    report = ship(pg_dsn, written)
-    assert set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written)
-    assert report.stored == len(file_lines(written))
-
-
-def test_two_shippers_at_once_store_each_line_once(pg_dsn: str, tmp_path: Path) -> None:
-    import threading
-
-    w = write_launch(tmp_path, slots=2, records=1500, now=NOW)
-    EvidenceStore(pg_dsn).close()
-    reports: list[ShipReport] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            reports.append(ship(pg_dsn, w))
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    total = len(file_lines(w))
-    assert sum(r.stored for r in reports) == total  # counted once, by whoever stored it
-    assert len(stored_lines(pg_dsn, w.directory.name)) == total
-    with EvidenceStore(pg_dsn) as store:
-        for log in logs_of(w):
-            position = store.position(w.directory.name, log.name)
-            assert position is not None
-            assert position.end == log.stat().st_size
-
-
-def test_a_log_rewritten_in_place_is_noted_not_mixed(pg_dsn: str, written: Written) -> None:
-    ship(pg_dsn, written)
-    log = logs_of(written)[0]
-    data = bytearray(log.read_bytes())
-    # The same inode, other bytes where the shipped end's anchor (its last 4 KiB) lies, and
-    # more of them after.
-    data[-100:-90] = b"X" * 10
-    with log.open("r+b") as out:
-        out.write(bytes(data) + b"more\n")
-    report = ship(pg_dsn, written)
-    assert report.stored == 0
-    assert any("rewritten in place" in n for n in report.notes)
 
 
 def test_a_reader_role_needs_only_to_read(pg_dsn: str, pg_server: Any, written: Written) -> None:
@@ -642,143 +642,6 @@ def test_a_reader_role_needs_only_to_read(pg_dsn: str, pg_server: Any, written: 
         with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
-
-
-def test_a_supervisor_gone_without_an_end_makes_it_false(pg_dsn: str, written: Written) -> None:
-    with EvidenceStore(pg_dsn) as store:
-        report = ship_launch(
-            written.directory,
-            store,
-            liveness=lambda who: Liveness(False, "process not alive: killed"),
-            clock=lambda: NOW,
-        )
-    assert report.supervisor_gone  # following ended by itself: nothing more will come
-    st = remote(pg_dsn, written)
-    assert st.effective is False
-    assert st.reasons[0].code is ReasonCode.SUPERVISOR_NOT_ALIVE
-    assert st.reasons[0].text.startswith("supervisor not alive: process not alive: killed")
-
-
-def test_a_supervisor_not_seen_lately_makes_it_false(pg_dsn: str, written: Written) -> None:
-    ship(pg_dsn, written, at=NOW - 60)  # the shipper last looked a minute ago
-    st = remote(pg_dsn, written)
-    assert st.effective is False
-    assert any(
-        r.code is ReasonCode.SUPERVISOR_NOT_ALIVE and "not seen lately" in r.text
-        for r in st.reasons
-    )
-    ship(pg_dsn, written, at=NOW)
-    assert remote(pg_dsn, written, history_budget_s=None).effective is True
-
-
-def test_following_waits_for_a_store_that_went_away(
-    pg_server: Any, pg_dsn: str, written: Written
-) -> None:
-    if pg_server.directory is None:
-        pytest.skip("the server given by ECPA_TEST_PG_DSN is not ours to restart")
-    ship(pg_dsn, written)
-    report = ShipReport()
-    calls = 0
-    restarted = False
-    deadline = time.monotonic() + 120
-
-    def stop() -> bool:
-        nonlocal calls, restarted
-        calls += 1
-        if not restarted and "store unavailable" in " ".join(report.notes) and calls > 5:
-            pg_server.start()  # it was away for a few passes
-            restarted = True
-        if restarted and set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written):
-            return True
-        return time.monotonic() > deadline
-
-    with EvidenceStore(pg_dsn) as store:
-        pg_server.stop()
-        try:
-            append(written, 0, b"written while the store was away\n")
-            ship_launch(
-                written.directory,
-                store,
-                interval=0.05,
-                stop=stop,
-                report=report,
-                liveness=seen_by(written),
-                clock=lambda: NOW,
-            )
-        finally:
-            if not restarted:  # the session's other tests need their server
-                pg_server.start()
-    assert restarted
-    assert any("store unavailable, retrying" in n for n in report.notes)
-    assert set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written)
-
-
-def test_a_supervisor_check_from_the_future_is_no_evidence_of_life(
-    pg_dsn: str, written: Written
-) -> None:
-    """RUNTIME.md "Round 3", "Clocks": a check dated after the reader's now (the serving
-    host's clock 20 s ahead) is never evidence of life, nor "seen alive" with a negative
-    age."""
-    ship(pg_dsn, written, at=NOW + 20)
-    status = remote(pg_dsn, written)
-    assert not status.effective
-    assert any(
-        r.code is ReasonCode.SUPERVISOR_NOT_ALIVE and "check dated 20 s after now" in r.text
-        for r in status.reasons
-    ), status.reasons
-    ship(pg_dsn, written, at=NOW + 2)  # the same second's race is not a clock ahead
-    assert remote(pg_dsn, written).effective
-
-
-def test_status_from_the_store_judges_by_the_servers_clock(pg_dsn: str, tmp_path: Path) -> None:
-    """Without --now, status --db takes the database server's now(), the clock that timed
-    the supervisor checks (ship writes them with now() too): this host's clock is not read."""
-    w = live_launch(tmp_path, slots=1, records=5)
-    with EvidenceStore(pg_dsn) as store:
-        ship_launch(w.directory, store, once=True)  # the check timed by the server
-        server = store.server_now()
-    assert abs(server - time.time()) < 5  # the same machine here
-    status = status_from_store(pg_dsn, w.directory.name)
-    assert status.now is not None
-    assert abs(status.now - server) <= 2
-    assert any(
-        r.code is ReasonCode.CLOCK and r.text.endswith("the database server's clock")
-        for r in status.reasons
-    )
-    assert "supervisor_alive" in codes(status.reasons), status.reasons
-
-
-@pytest.mark.parametrize("budget", [0.0, None])
-def test_a_following_pass_records_the_supervisor_on_time_whatever_the_logs_hold(
-    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float | None
-) -> None:
-    """RUNTIME.md "Round 3", "Bounded work": 16 MiB of newlines in a log never keep ship from
-    writing the supervisor check (status --db would turn false): a pass ships for at most
-    PASS_BUDGET_S, then records the supervisor all the same."""
-    if budget is not None:  # a pass out of time at once: one batch, then the check
-        monkeypatch.setattr(ship_module, "PASS_BUDGET_S", budget)
-    w = live_launch(tmp_path, slots=1, records=3)
-    [log] = logs_of(w)
-    with log.open("ab") as out:
-        out.write(b"\n" * (64 << 20))
-    report = ShipReport()
-    with EvidenceStore(pg_dsn) as store:
-        give_up = time.monotonic() + 60
-        ship_launch(
-            w.directory,
-            store,
-            report=report,
-            stop=lambda: report.passes >= 1 or time.monotonic() > give_up,
-        )
-        row = store.launch(w.directory.name)
-        position = store.position(w.directory.name, log.name)
-    assert report.passes == 1, report.notes
-    assert row is not None
-    assert row.supervisor_checked_at is not None
-    assert row.supervisor_alive is True
-    assert position is not None
-    if budget is not None:
-        assert position.end < log.stat().st_size  # the rest waits for the next pass
 
 
 def test_a_readers_forged_checkpoint_harms_no_other_replica(pg_dsn: str, written: Written) -> None:
@@ -863,7 +726,7 @@ def _password_role(pg_server: Any) -> str:
 def test_libpq_password_file_and_variables_keep_the_password_off_the_command_line(
     pg_server: Any, tmp_path: Path
 ) -> None:
-    """Issue 27: a store that needs a password is reached with none in any argument: libpq's
+    """A store that needs a password is reached with none in any argument: libpq's
     own password file (PGPASSFILE, ~/.pgpass) and variables (PGPASSWORD) are honoured; with
     neither, exit 2, and the refusal names the store, not a password."""
     dsn = _password_role(pg_server)
@@ -898,6 +761,146 @@ def test_libpq_password_file_and_variables_keep_the_password_off_the_command_lin
     (home / ".pgpass").unlink()
     by_variable = ship({**base, "PGPASSWORD": PW})
     assert by_variable.returncode == 0, by_variable.stderr
+
+
+# --- the supervisor's liveness and the clocks, as the store records them ---------------------
+
+
+def test_a_supervisor_gone_without_an_end_makes_it_false(pg_dsn: str, written: Written) -> None:
+    with EvidenceStore(pg_dsn) as store:
+        report = ship_launch(
+            written.directory,
+            store,
+            liveness=lambda who: Liveness(False, "process not alive: killed"),
+            clock=lambda: NOW,
+        )
+    assert report.supervisor_gone  # following ended by itself: nothing more will come
+    st = remote(pg_dsn, written)
+    assert st.effective is False
+    assert st.reasons[0].code is ReasonCode.SUPERVISOR_NOT_ALIVE
+    assert st.reasons[0].text.startswith("supervisor not alive: process not alive: killed")
+
+
+def test_a_supervisor_not_seen_lately_makes_it_false(pg_dsn: str, written: Written) -> None:
+    ship(pg_dsn, written, at=NOW - 60)  # the shipper last looked a minute ago
+    st = remote(pg_dsn, written)
+    assert st.effective is False
+    assert any(
+        r.code is ReasonCode.SUPERVISOR_NOT_ALIVE and "not seen lately" in r.text
+        for r in st.reasons
+    )
+    ship(pg_dsn, written, at=NOW)
+    assert remote(pg_dsn, written, history_budget_s=None).effective is True
+
+
+def test_following_waits_for_a_store_that_went_away(
+    pg_server: Any, pg_dsn: str, written: Written
+) -> None:
+    if pg_server.directory is None:
+        pytest.skip("the server given by ECPA_TEST_PG_DSN is not ours to restart")
+    ship(pg_dsn, written)
+    report = ShipReport()
+    calls = 0
+    restarted = False
+    deadline = time.monotonic() + 120
+
+    def stop() -> bool:
+        nonlocal calls, restarted
+        calls += 1
+        if not restarted and "store unavailable" in " ".join(report.notes) and calls > 5:
+            pg_server.start()  # it was away for a few passes
+            restarted = True
+        if restarted and set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written):
+            return True
+        return time.monotonic() > deadline
+
+    with EvidenceStore(pg_dsn) as store:
+        pg_server.stop()
+        try:
+            append(written, 0, b"written while the store was away\n")
+            ship_launch(
+                written.directory,
+                store,
+                interval=0.05,
+                stop=stop,
+                report=report,
+                liveness=seen_by(written),
+                clock=lambda: NOW,
+            )
+        finally:
+            if not restarted:  # the session's other tests need their server
+                pg_server.start()
+    assert restarted
+    assert any("store unavailable, retrying" in n for n in report.notes)
+    assert set(stored_lines(pg_dsn, written.directory.name)) == file_lines(written)
+
+
+def test_a_supervisor_check_from_the_future_is_no_evidence_of_life(
+    pg_dsn: str, written: Written
+) -> None:
+    """RUNTIME.md "Clocks": a check dated after the reader's now (the serving
+    host's clock 20 s ahead) is never evidence of life, nor "seen alive" with a negative
+    age."""
+    ship(pg_dsn, written, at=NOW + 20)
+    status = remote(pg_dsn, written)
+    assert not status.effective
+    assert any(
+        r.code is ReasonCode.SUPERVISOR_NOT_ALIVE and "check dated 20 s after now" in r.text
+        for r in status.reasons
+    ), status.reasons
+    ship(pg_dsn, written, at=NOW + 2)  # the same second's race is not a clock ahead
+    assert remote(pg_dsn, written).effective
+
+
+def test_status_from_the_store_judges_by_the_servers_clock(pg_dsn: str, tmp_path: Path) -> None:
+    """Without --now, status --db takes the database server's now(), the clock that timed
+    the supervisor checks (ship writes them with now() too): this host's clock is not read."""
+    w = live_launch(tmp_path, slots=1, records=5)
+    with EvidenceStore(pg_dsn) as store:
+        ship_launch(w.directory, store, once=True)  # the check timed by the server
+        server = store.server_now()
+    assert abs(server - time.time()) < 5  # the same machine here
+    status = status_from_store(pg_dsn, w.directory.name)
+    assert status.now is not None
+    assert abs(status.now - server) <= 2
+    assert any(
+        r.code is ReasonCode.CLOCK and r.text.endswith("the database server's clock")
+        for r in status.reasons
+    )
+    assert "supervisor_alive" in codes(status.reasons), status.reasons
+
+
+@pytest.mark.parametrize("budget", [0.0, None])
+def test_a_following_pass_records_the_supervisor_on_time_whatever_the_logs_hold(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float | None
+) -> None:
+    """RUNTIME.md "Bounded work": 16 MiB of newlines in a log never keep ship from
+    writing the supervisor check (status --db would turn false): a pass ships for at most
+    PASS_BUDGET_S, then records the supervisor all the same."""
+    if budget is not None:  # a pass out of time at once: one batch, then the check
+        monkeypatch.setattr(ship_module, "PASS_BUDGET_S", budget)
+    w = live_launch(tmp_path, slots=1, records=3)
+    [log] = logs_of(w)
+    with log.open("ab") as out:
+        out.write(b"\n" * (64 << 20))
+    report = ShipReport()
+    with EvidenceStore(pg_dsn) as store:
+        give_up = time.monotonic() + 60
+        ship_launch(
+            w.directory,
+            store,
+            report=report,
+            stop=lambda: report.passes >= 1 or time.monotonic() > give_up,
+        )
+        row = store.launch(w.directory.name)
+        position = store.position(w.directory.name, log.name)
+    assert report.passes == 1, report.notes
+    assert row is not None
+    assert row.supervisor_checked_at is not None
+    assert row.supervisor_alive is True
+    assert position is not None
+    if budget is not None:
+        assert position.end < log.stat().st_size  # the rest waits for the next pass
 
 
 def test_from_the_store_a_record_of_the_next_second_waits_for_the_next_status(
