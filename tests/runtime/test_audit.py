@@ -117,6 +117,18 @@ def test_a_process_whose_evidence_stops_is_a_gap_that_says_so(tmp_path: Path) ->
     assert report["exercised"] is False
 
 
+def test_a_supervisor_gone_without_an_end_record_is_never_exercised(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    (written.directory / "exit.json").unlink()  # ecpa run SIGKILLed: no record of the end
+    report = audit_launch_dir(
+        written.directory, now=NOW + 3600, proc_root=tmp_path / "no-proc"
+    ).report
+    assert report["exercised"] is False
+    assert "recorded no end" in report["exercised_detail"]
+    assert report["ended_how"].startswith("supervisor gone without recording the end")
+    assert report["judged_until"] == NOW + 3 + 1  # the last evidence and its window
+
+
 def test_a_changed_report_fails_with_the_digests_code(tmp_path: Path) -> None:
     written = ended_launch(tmp_path)
     report = audit_launch_dir(written.directory, now=NOW + 10).report
@@ -142,6 +154,17 @@ def test_a_receipt_from_another_key_fails_with_the_keys_code(tmp_path: Path) -> 
     assert caught.value.code is ecpa.ErrorCode.INVALID_SIGNATURE
 
 
+def test_a_receipt_for_another_launch_is_refused(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path)
+    report = audit_launch_dir(written.directory, now=NOW + 10).report
+    data = report_bytes(report)
+    other = {**report, "launch_id": "launch-00000000000000bb"}
+    signed = sign_receipt(other, data, MANAGER, issuer="urn:ecpa:issuer:mgr", kid="mgr-1", now=NOW)
+    with pytest.raises(ecpa.EcpaError) as caught:
+        check_receipt(data, signed.payload, signed.detached_jws, trust_of(MANAGER))
+    assert caught.value.code is ecpa.ErrorCode.BINDING_MISMATCH
+
+
 def test_the_status_of_an_ended_launch_judges_its_evidence_as_of_its_end(tmp_path: Path) -> None:
     """An hour after the end, the key windows closed at the end: status said "undecided" and
     "no evidence" for records that were valid when they were written."""
@@ -156,6 +179,18 @@ def test_the_status_of_an_ended_launch_judges_its_evidence_as_of_its_end(tmp_pat
     assert "undecided" not in out.out
     assert doc["accepted"] > 0
     assert doc["refused"] == {}
+
+
+def test_status_text_says_its_time_in_iso_8601_beside_epoch_seconds(tmp_path: Path) -> None:
+    """Times in text output say ISO 8601 beside the epoch seconds, never raw epoch seconds
+    alone (`now=1796181697`)."""
+    import re
+
+    written = ended_launch(tmp_path)
+    out = ecpa_main("status", "--launch", written.directory)
+    assert re.fullmatch(
+        r"now: \d+ \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)  coverage: 0/2 slots", out.lines[1]
+    ), out.lines[:2]
 
 
 def test_the_audit_command_text_json_and_plot(tmp_path: Path) -> None:
@@ -230,7 +265,23 @@ def test_verify_at_issue_accepts_an_ended_launchs_logs(tmp_path: Path, jobs: str
     assert "expected --now T or --at-issue, not both" in both.err
 
 
-# --- the adversarial review's findings ----------------------------------------------------
+def test_verify_at_issue_refuses_a_replay_fence(tmp_path: Path) -> None:
+    written = ended_launch(tmp_path, records=2)
+    [log, _] = sorted((written.directory / "evidence" / written.directory.name).glob("*.jsonl"))
+    out = ecpa_main(
+        "verify",
+        log,
+        "--trust",
+        written.directory / "trust.json",
+        "--at-issue",
+        "--replay-db",
+        tmp_path / "fence.db",
+    )
+    assert out.status == 2
+    assert "expected --at-issue without --replay-db" in out.err
+
+
+# --- a writer clock stepping back ---------------------------------------------------------
 
 
 def rewrite_log(written: Written, ordinal: int, items: list[tuple[int, int, int]]) -> None:
@@ -255,8 +306,9 @@ def rewrite_log(written: Written, ordinal: int, items: list[tuple[int, int, int]
 def test_a_writer_clock_stepping_back_never_decides_with_a_record_not_yet_written(
     tmp_path: Path,
 ) -> None:
-    """Records dated back after a clock step were taken as there before the records written
-    before them (an unsorted bisect): selections over a window doubled, coverage ended early."""
+    """Records dated back after a clock step are there from the latest date written before
+    them, not before the records written earlier (as an unsorted bisect would take them):
+    selections over a window are not doubled, and coverage does not end early."""
     written = ended_launch(tmp_path)
     start = NOW - 29
     items = [(seq, start + seq - 1, seq) for seq in range(1, 21)]  # start .. start+19
@@ -269,53 +321,3 @@ def test_a_writer_clock_stepping_back_never_decides_with_a_record_not_yet_writte
     window = audit_launch_dir(written.directory, now=NOW + 10, window=(start + 10, last + 1))
     # seq 30 (30 selections) is there at `last`; seq 10 was the newest before the window.
     assert window.report["slots"][0]["selections"] == 30 - 10
-
-
-def test_a_supervisor_gone_without_an_end_record_is_never_exercised(tmp_path: Path) -> None:
-    written = ended_launch(tmp_path)
-    (written.directory / "exit.json").unlink()  # ecpa run SIGKILLed: no record of the end
-    report = audit_launch_dir(
-        written.directory, now=NOW + 3600, proc_root=tmp_path / "no-proc"
-    ).report
-    assert report["exercised"] is False
-    assert "recorded no end" in report["exercised_detail"]
-    assert report["ended_how"].startswith("supervisor gone without recording the end")
-    assert report["judged_until"] == NOW + 3 + 1  # the last evidence and its window
-
-
-def test_a_receipt_for_another_launch_is_refused(tmp_path: Path) -> None:
-    written = ended_launch(tmp_path)
-    report = audit_launch_dir(written.directory, now=NOW + 10).report
-    data = report_bytes(report)
-    other = {**report, "launch_id": "launch-00000000000000bb"}
-    signed = sign_receipt(other, data, MANAGER, issuer="urn:ecpa:issuer:mgr", kid="mgr-1", now=NOW)
-    with pytest.raises(ecpa.EcpaError) as caught:
-        check_receipt(data, signed.payload, signed.detached_jws, trust_of(MANAGER))
-    assert caught.value.code is ecpa.ErrorCode.BINDING_MISMATCH
-
-
-def test_verify_at_issue_refuses_a_replay_fence(tmp_path: Path) -> None:
-    written = ended_launch(tmp_path, records=2)
-    [log, _] = sorted((written.directory / "evidence" / written.directory.name).glob("*.jsonl"))
-    out = ecpa_main(
-        "verify",
-        log,
-        "--trust",
-        written.directory / "trust.json",
-        "--at-issue",
-        "--replay-db",
-        tmp_path / "fence.db",
-    )
-    assert out.status == 2
-    assert "expected --at-issue without --replay-db" in out.err
-
-
-def test_status_text_says_its_time_in_iso_8601_beside_epoch_seconds(tmp_path: Path) -> None:
-    """Times in text output were raw epoch seconds (`now=1796181697`)."""
-    import re
-
-    written = ended_launch(tmp_path)
-    out = ecpa_main("status", "--launch", written.directory)
-    assert re.fullmatch(
-        r"now: \d+ \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)  coverage: 0/2 slots", out.lines[1]
-    ), out.lines[:2]
