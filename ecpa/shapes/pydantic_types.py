@@ -1,6 +1,7 @@
 """The pydantic side of the profile's types, for the documents that stay pydantic models
-(the corpus formats, the plan): the strict member types, and one line for a pydantic error
-in the words of :mod:`ecpa.shapes.shape` (what was expected, what was found)."""
+(the corpus formats, the HTTP service): the strict member types, and one line for a
+pydantic error in the words of :mod:`ecpa.shapes.shape` (what was expected, what was
+found)."""
 
 from __future__ import annotations
 

@@ -21,6 +21,8 @@ __all__ = [
     "Const",
     "Count",
     "Flag",
+    "Line",
+    "OneOf",
     "Rule",
     "Text",
     "Value",
@@ -124,6 +126,46 @@ class Const(Rule):
 
     def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
         return {"const": self.value, "type": "string"}
+
+
+class Line(Rule):
+    """Printable text of 1 to ``max_length`` code points: no control character, line break
+    or lone surrogate (``str.isprintable``), for text that goes into the environment and
+    into statements."""
+
+    def __init__(self, *, max_length: int = 1024) -> None:
+        self.max_length = max_length
+        self.expected = f"printable text of 1 to {max_length} characters"
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        value = _text(value)
+        if (
+            type(value) is not str
+            or not 1 <= len(value) <= self.max_length
+            or not value.isprintable()  # a lone surrogate is not printable either
+        ):
+            self._bad(value, where, problems)
+        return value
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"maxLength": self.max_length, "minLength": 1, "type": "string"}
+
+
+class OneOf(Rule):
+    """One of a few strings."""
+
+    def __init__(self, *values: str) -> None:
+        self.values = values
+        self.expected = "one of " + ", ".join(repr(v) for v in values)
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        value = _text(value)
+        if type(value) is not str or value not in self.values:
+            self._bad(value, where, problems)
+        return value
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"enum": list(self.values), "type": "string"}
 
 
 class Count(Rule):

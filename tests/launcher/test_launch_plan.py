@@ -443,3 +443,40 @@ def test_a_manifest_without_the_component_gives_no_policy(bundle: Path) -> None:
     with pytest.raises(ecpa.EcpaError) as exc_info:
         with_host_evidence(plan, "required")
     assert "implementation_ref" in exc_info.value.detail
+
+
+def test_reading_a_plan_imports_no_pydantic() -> None:
+    """The plan is a shape (docs/adr/0004): ``ecpa run`` reads it without pydantic."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from ecpa.launcher.plan import load_plan\n"
+        "from ecpa.runtime import plan_from_dict\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("changes", "member"),
+    [
+        ({"plugin_id": "a\nb"}, "plugin_id"),
+        ({"issuer": "x" * 1025}, "issuer"),
+        ({"host_evidence": "on"}, "host_evidence"),
+        ({"emit_interval_s": 101}, "emit_interval_s"),
+        ({"slots": ({"role": "scheduler", "ordinal": 0},)}, "slots"),
+        ({"plugin_id": None}, "plugin_id"),
+    ],
+)
+def test_a_refusal_says_what_was_expected_and_found(changes: dict[str, Any], member: str) -> None:
+    """Each refusal names the member, then what it expected and what it found (STYLE rule
+    2), as pydantic's messages did before the plan became a shape."""
+    doc = plan_doc()
+    doc.update(changes)
+    with pytest.raises(ecpa.EcpaError) as exc_info:
+        parse(doc)
+    assert exc_info.value.code is INVALID
+    assert exc_info.value.detail.startswith(f"plan: member {member!r}: expected ")
+    assert "; found " in exc_info.value.detail

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, replace
-from typing import Annotated, Any, Literal
-
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from typing import Any
 
 from ecpa.errors import EcpaError, invalid_input
 from ecpa.profile.json.jcs import canonicalize
-from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER, parse_object
+from ecpa.profile.json.strict_json import parse_object
+from ecpa.runtime.model.counters import DIGEST_PATTERN
 from ecpa.runtime.model.launch import (
     DEFAULT_SLOTS,
     LAUNCH_SCHEMA,
@@ -25,7 +24,8 @@ from ecpa.runtime.model.launch import (
     slots_from_list,
 )
 from ecpa.runtime.model.process import ProcessIdentity
-from ecpa.shapes.pydantic_types import SafeInt, Sha256Digest, describe_validation
+from ecpa.shapes.rules import COUNT, Count, Line, OneOf, Rule, Text
+from ecpa.shapes.shape import Shaped, ShapeError, member
 
 __all__ = [
     "MAX_EMIT_INTERVAL_S",
@@ -51,35 +51,42 @@ MAX_TTL_S = 300
 #: At most a third of the longest lifetime: a statement issued every interval then always
 #: outlives the wait for the next one, with room for one lost record.
 MAX_EMIT_INTERVAL_S = MAX_TTL_S // 3
-_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
+_TEXT = Line(max_length=1024)  # it goes into the environment and into statements
+_SECONDS = Count(minimum=1)
 
 
-def _printable(value: str) -> str:
-    if not value.isprintable():  # it goes into the environment and into statements
-        raise ValueError(f"expected printable text, found {value!r}")
-    return value
+class _List(Rule):
+    """A JSON array, its items as they are (the slots: :func:`slots_from_list` checks them,
+    as it does a launch's)."""
+
+    expected = "an array"
+
+    def check(self, value: Any, where: str, problems: list[str]) -> Any:
+        if not isinstance(value, list):
+            self._bad(value, where, problems)
+            return value
+        return list(value)  # a copy of its own: the caller's list may change later
+
+    def schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"items": {}, "type": "array"}
 
 
-_Text = Annotated[
-    str, Field(strict=True, min_length=1, max_length=1024), AfterValidator(_printable)
-]
-_Seconds = Annotated[int, Field(strict=True, ge=1, le=MAX_SAFE_INTEGER)]
+class _PlanDoc(Shaped):
+    """The members of a plan file as written (``schema`` apart); a member absent or null
+    gets its default when the :class:`Plan` is resolved."""
 
-
-class _PlanDoc(BaseModel):
-    model_config = _STRICT
-    plan_id: _Text | None = None
-    plugin_id: _Text
-    artifact_digest: Sha256Digest
-    issuer: _Text | None = None
-    process_epoch: SafeInt = 1
-    emit_interval_s: Annotated[int, Field(strict=True, ge=1, le=MAX_EMIT_INTERVAL_S)] = 1
-    heartbeat_window_s: _Seconds | None = None
-    max_duration_s: _Seconds = 86400
-    max_abstain_s: _Seconds = 30
-    slots: list[Any] | None = None
-    host_evidence: Literal["off", "required"] = "off"
-    host_policy: _Text | None = None
+    plan_id: str | None = member(_TEXT, default=None, nullable=True)
+    plugin_id: str = member(_TEXT)
+    artifact_digest: str = member(Text(pattern=DIGEST_PATTERN))
+    issuer: str | None = member(_TEXT, default=None, nullable=True)
+    process_epoch: int = member(COUNT, default=1)
+    emit_interval_s: int = member(Count(minimum=1, maximum=MAX_EMIT_INTERVAL_S), default=1)
+    heartbeat_window_s: int | None = member(_SECONDS, default=None, nullable=True)
+    max_duration_s: int = member(_SECONDS, default=86400)
+    max_abstain_s: int = member(_SECONDS, default=30)
+    slots: list[Any] | None = member(_List(), default=None, nullable=True)
+    host_evidence: str = member(OneOf("off", "required"), default="off")
+    host_policy: str | None = member(_TEXT, default=None, nullable=True)
 
 
 @dataclass(frozen=True)
@@ -137,14 +144,14 @@ def plan_from_dict(doc: dict[str, Any], what: str, *, default_issuer: str) -> Pl
             f"{what}: expected member 'schema' {PLAN_SCHEMA!r} (or {PLAN_SCHEMA_02!r}, "
             f"{PLAN_SCHEMA_01!r}), found {schema!r}"
         )
-    allowed = {"schema", *_PlanDoc.model_fields} - set(_NOT_IN.get(schema, ()))
+    allowed = {"schema", *_PlanDoc.__wire__} - set(_NOT_IN.get(schema, ()))
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise invalid_input(f"{what}: expected only the members {sorted(allowed)}, found {unknown}")
     try:
-        parsed = _PlanDoc(**{k: v for k, v in doc.items() if k != "schema"})
-    except ValidationError as exc:
-        raise invalid_input(f"{what}: {describe_validation(exc, what)}") from None
+        parsed = _PlanDoc.from_dict({k: v for k, v in doc.items() if k != "schema"}, what)
+    except ShapeError as exc:
+        raise invalid_input(f"{what}: {exc}") from None
     slots = DEFAULT_SLOTS if parsed.slots is None else slots_from_list(parsed.slots, what)
     interval = parsed.emit_interval_s
     window = parsed.heartbeat_window_s
