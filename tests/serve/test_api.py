@@ -161,6 +161,34 @@ def test_requests_share_one_derivation_per_refresh(tmp_path: Path) -> None:
     assert sample(text, "ecpa_serve_derivation_seconds_count") == 6.0
 
 
+def test_each_launch_is_judged_at_its_own_time_and_a_past_time_saves_no_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """A refresh judges each launch at its own reading of the clock, not at the time the
+    refresh started (a launch reached 8 s later would see its newest records as not yet
+    valid); a refresh at an explicit past time saves no checkpoint, so a later ``ecpa status``
+    is not turned false by refusals that held only then."""
+    from ecpa.runtime import judge_launches
+
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 2)
+    base = int(time.time())
+    ticks = iter([base, base + 1])
+    seen = judge_launches(
+        [runs], proc_root=written[0].proc_root, host=HOST, clock=lambda: next(ticks)
+    )
+    assert [j.status.now for j in seen.judged] == [base, base + 1]  # a reading per launch
+    # An explicit time in the past: judged then, and nothing saved for the present.
+    past = int(time.time()) - 8
+    judge_launches([runs], now=past, proc_root=written[0].proc_root, host=HOST)
+    status = status_from_launch_dir(
+        written[0].directory, now=int(time.time()), proc_root=written[0].proc_root, host=HOST
+    )
+    assert status.effective is True
+    assert "ECPA_NOT_YET_VALID" not in status.refused
+    assert all("NOT_YET" not in code for code in status.refused), status.refused
+
+
 def test_a_killed_process_turns_its_slot_and_the_launch_to_0(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     written = write_runs(runs, 1)
@@ -175,6 +203,21 @@ def test_a_killed_process_turns_its_slot_and_the_launch_to_0(tmp_path: Path) -> 
         text = srv.metrics_text()
     assert sample(text, "ecpa_slot_covered", launch_id=ONE, slot="scheduler.0") == 1.0
     assert sample(text, "ecpa_slot_covered", launch_id=ONE, slot="scheduler.1") == 0.0
+
+
+def test_the_board_trusts_keys_only_through_the_operator_store_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """ecpa serve --trust FILE: an operator store without the manager's key makes every
+    launch not effective, each saying why."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    empty = tmp_path / "operator.json"
+    empty.write_text(json.dumps({"schema": "ecpa-trust-store/0.1", "keys": []}))
+    with served(sources_of(runs, written, trust=empty)) as srv:
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+    assert doc["runtime_effective"] is False
+    assert doc["reasons"][0]["code"] == "enrollment_refused"
 
 
 def test_a_stale_judgement_is_served_as_not_effective(tmp_path: Path) -> None:
@@ -216,6 +259,21 @@ def test_an_unreadable_source_keeps_its_launches_listed_not_effective(tmp_path: 
     assert str(runs) in doc["reasons"][0]["text"]
     assert sample(text, "ecpa_runtime_effective", launch_id=ONE) == 0.0
     assert sample(text, "ecpa_serve_source_up", source=str(runs)) == 0.0
+
+
+def test_withdrawal_reasons_do_not_pile_up_while_a_source_is_down(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written)) as srv:
+        before = len(srv.get_json(f"/v1/launches/{ONE}")["reasons"])
+        runs.rename(tmp_path / "moved")
+        for _ in range(5):
+            srv.board.refresh()
+        doc = srv.get_json(f"/v1/launches/{ONE}")
+        text = srv.metrics_text()
+    assert len(doc["reasons"]) == before + 1
+    assert [r["code"] for r in doc["reasons"]].count("evidence_unreadable") == 1
+    assert sample(text, "ecpa_launch_covered_slots", launch_id=ONE) == 0.0
 
 
 def test_ended_launches_leave_the_metrics_after_the_retention(tmp_path: Path) -> None:
@@ -362,6 +420,35 @@ def test_the_head_limit_holds_however_the_head_arrives(tmp_path: Path, pieces: i
             assert sock.recv(4096).startswith(b"HTTP/1.1 200")
 
 
+def test_a_client_that_never_finishes_its_request_head_is_cut_off(tmp_path: Path) -> None:
+    """A client trickling header bytes is cut off after the head timeout, so it cannot hold
+    its connection for as long as it trickles (64 such clients would leave every other
+    client, token and all, with 503)."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written), head_timeout_s=0.5) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            sock.sendall(b"GET /v1/launches HTTP/1.1\r\nHost: x\r\n")
+            started = time.monotonic()
+            closed = False
+            while time.monotonic() - started < 5:
+                try:
+                    sock.sendall(b"X-Slow: 1\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    closed = True
+                    break
+                sock.settimeout(0.2)
+                try:
+                    if sock.recv(1) == b"":
+                        closed = True
+                        break
+                except TimeoutError:
+                    pass
+        assert closed, "still open after 5 s"
+        assert time.monotonic() - started < 3
+        assert srv.get_json("/healthz")["status"] == "ok"
+
+
 def _answer(sock: socket.socket) -> bytes:
     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     return sock.recv(4096)
@@ -462,54 +549,10 @@ def test_a_slow_board_is_not_stale_by_default_but_a_stuck_one_is(tmp_path: Path)
         assert board.view()[1] is True  # an explicit --stale-after stands alone
 
 
-# --- the adversarial review's findings, each a test that failed before its fix -------------
-
-
-def test_each_launch_is_judged_at_its_own_time_and_a_past_time_saves_no_checkpoint(
-    tmp_path: Path,
-) -> None:
-    """A refresh judged every launch at the time it started: a launch reached 8 s later saw
-    its newest records as not yet valid, and that refusal was saved in the checkpoints that
-    ``ecpa status`` reads afterwards (false from then on)."""
-    from ecpa.runtime import judge_launches
-
-    runs = tmp_path / "runs"
-    written = write_runs(runs, 2)
-    base = int(time.time())
-    ticks = iter([base, base + 1])
-    seen = judge_launches(
-        [runs], proc_root=written[0].proc_root, host=HOST, clock=lambda: next(ticks)
-    )
-    assert [j.status.now for j in seen.judged] == [base, base + 1]  # a reading per launch
-    # An explicit time in the past: judged then, and nothing saved for the present.
-    past = int(time.time()) - 8
-    judge_launches([runs], now=past, proc_root=written[0].proc_root, host=HOST)
-    status = status_from_launch_dir(
-        written[0].directory, now=int(time.time()), proc_root=written[0].proc_root, host=HOST
-    )
-    assert status.effective is True
-    assert "ECPA_NOT_YET_VALID" not in status.refused
-    assert all("NOT_YET" not in code for code in status.refused), status.refused
-
-
-def test_withdrawal_reasons_do_not_pile_up_while_a_source_is_down(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
-    written = write_runs(runs, 1)
-    with served(sources_of(runs, written)) as srv:
-        before = len(srv.get_json(f"/v1/launches/{ONE}")["reasons"])
-        runs.rename(tmp_path / "moved")
-        for _ in range(5):
-            srv.board.refresh()
-        doc = srv.get_json(f"/v1/launches/{ONE}")
-        text = srv.metrics_text()
-    assert len(doc["reasons"]) == before + 1
-    assert [r["code"] for r in doc["reasons"]].count("evidence_unreadable") == 1
-    assert sample(text, "ecpa_launch_covered_slots", launch_id=ONE) == 0.0
-
-
 def test_the_age_of_a_judgement_counts_from_the_start_of_its_refresh(tmp_path: Path) -> None:
-    """The age counted from the refresh's end: a slow refresh made its first launches'
-    verdicts look younger than they were."""
+    """The age of a judgement counts from the start of its refresh, so a slow refresh never
+    makes its first launches' verdicts look younger than they are; an adaptive limit never
+    falls below --stale-after."""
     runs = tmp_path / "runs"
     written = write_runs(runs, 1)
     with served(sources_of(runs, written), stale_after=600) as srv:
@@ -521,46 +564,3 @@ def test_the_age_of_a_judgement_counts_from_the_start_of_its_refresh(tmp_path: P
         assert srv.board.limit(snapshot) == 600  # never below --stale-after
         srv.board.stale_after = 1.0
         assert srv.board.limit(snapshot) == srv.board.interval + 2 * 5.0
-
-
-def test_a_client_that_never_finishes_its_request_head_is_cut_off(tmp_path: Path) -> None:
-    """Slow clients each held a connection for as long as they trickled header bytes: 64 of
-    them, and every other client (with the token) got 503."""
-    runs = tmp_path / "runs"
-    written = write_runs(runs, 1)
-    with served(sources_of(runs, written), head_timeout_s=0.5) as srv:
-        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
-            sock.sendall(b"GET /v1/launches HTTP/1.1\r\nHost: x\r\n")
-            started = time.monotonic()
-            closed = False
-            while time.monotonic() - started < 5:
-                try:
-                    sock.sendall(b"X-Slow: 1\r\n")
-                except (BrokenPipeError, ConnectionResetError):
-                    closed = True
-                    break
-                sock.settimeout(0.2)
-                try:
-                    if sock.recv(1) == b"":
-                        closed = True
-                        break
-                except TimeoutError:
-                    pass
-        assert closed, "still open after 5 s"
-        assert time.monotonic() - started < 3
-        assert srv.get_json("/healthz")["status"] == "ok"
-
-
-def test_the_board_trusts_keys_only_through_the_operator_store_it_is_given(
-    tmp_path: Path,
-) -> None:
-    """ecpa serve --trust FILE: an operator store without the manager's key makes every
-    launch not effective, each saying why."""
-    runs = tmp_path / "runs"
-    written = write_runs(runs, 1)
-    empty = tmp_path / "operator.json"
-    empty.write_text(json.dumps({"schema": "ecpa-trust-store/0.1", "keys": []}))
-    with served(sources_of(runs, written, trust=empty)) as srv:
-        doc = srv.get_json(f"/v1/launches/{ONE}")
-    assert doc["runtime_effective"] is False
-    assert doc["reasons"][0]["code"] == "enrollment_refused"
