@@ -1,5 +1,6 @@
-"""Issue 27's operator conventions: ``--json`` on every reporting command, encrypted keys,
-the verify summary and progress bar, the package's own corpus."""
+"""The operator's conventions: ``--json`` on every reporting command, encrypted keys,
+the verify summary and progress bar, the package's own corpus, the directory ``ecpa dev
+pg-up`` takes."""
 
 from __future__ import annotations
 
@@ -106,6 +107,18 @@ def test_trust_add_disable_check_json(here: Path) -> None:
     assert len(problems) == 1
     assert problems[0]["code"] == "ATTESTATION_TRUST_STORE_CONFIG"
     assert "not_before <= not_after" in problems[0]["detail"]
+
+
+def test_trust_check_json_gives_an_object_for_a_store_it_cannot_read(here: Path) -> None:
+    Path("notjson.json").write_text("[1, 2")
+    for store in ("notjson.json", "missing.json"):
+        run = ecpa_main("trust", "check", store, "--json")
+        assert run.status == 2
+        doc = _one_json(run.out)
+        assert (doc["store"], doc["ok"], doc["keys"]) == (store, False, None)
+        problems = doc["problems"]
+        assert isinstance(problems, list)
+        assert len(problems) == 1
 
 
 def test_corpus_generate_json_gives_each_file_and_its_digest(tmp_path: Path) -> None:
@@ -256,6 +269,66 @@ def test_trust_add_from_an_encrypted_private_key(
     )
 
 
+def test_keygen_password_file_without_encrypt_is_refused(here: Path) -> None:
+    write_secret(here / "pw", "secret\n")
+    run = ecpa_main("keygen", "--issuer", ISSUER, "--kid", "p1", "--password-file", "pw")
+    assert run.status == 2
+    assert "--encrypt" in run.err
+    assert not Path("p1.pem").exists()  # never an unencrypted key the user thought encrypted
+
+
+def test_keygen_encrypt_refuses_a_blank_passphrase(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ECPA_KEY_PASSWORD", "   ")
+    assert ecpa_main("keygen", "--issuer", ISSUER, "--kid", "b1", "--encrypt").status == 2
+    assert not Path("b1.pem").exists()
+    with pytest.raises(ecpa.EcpaError):
+        KEY_1.to_pem(b"")  # never a silently unencrypted key
+
+
+def test_an_encrypted_key_after_bag_attributes_is_read(here: Path) -> None:
+    """``openssl pkcs12 -nocerts`` writes "Bag Attributes" lines before the key."""
+    pem = b"Bag Attributes\n    localKeyID: 01 02\n" + KEY_1.to_pem(b"pw")
+    assert SigningKey.from_pem(pem, b"pw").public_key == KEY_1.public_key
+    with pytest.raises(ecpa.EcpaError) as info:
+        SigningKey.from_pem(pem)
+    assert info.value.code is ecpa.ErrorCode.INVALID_KEY
+    # Read as an encrypted key behind its bag attributes, not refused as unreadable.
+    assert "expected a passphrase" in info.value.detail
+
+
+def test_a_passphrase_that_is_not_utf8_is_used_as_bytes(here: Path) -> None:
+    passphrase = b"hunter2\xff"
+    write_secret(here / "enc.pem", KEY_1.to_pem(passphrase))
+    env = {**os.environ, "ECPA_KEY_PASSWORD": os.fsdecode(passphrase)}
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ecpa")),
+            "sign",
+            "st.json",
+            "--key",
+            "enc.pem",
+            "--out",
+            "ev",
+        ],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"hunter2" not in done.stderr
+
+
+def test_password_file_dash_reads_standard_input(here: Path) -> None:
+    write_secret(here / "enc.pem", KEY_1.to_pem(b"from stdin"))
+    args = ["sign", "st.json", "--key", "enc.pem", "--password-file", "-", "--out", "ev"]
+    run = ecpa_main(*args, stdin=b"from stdin\n")
+    assert run.status == 0, run
+
+
 # --- verify: the summary and the progress bar ---------------------------------------------
 
 
@@ -347,77 +420,7 @@ def test_a_progress_bar_on_a_terminal_and_nothing_on_a_pipe(here: Path) -> None:
     assert piped.stdout == out
 
 
-# --- the adversarial review's findings ----------------------------------------------------
-
-
-def test_keygen_password_file_without_encrypt_is_refused(here: Path) -> None:
-    write_secret(here / "pw", "secret\n")
-    run = ecpa_main("keygen", "--issuer", ISSUER, "--kid", "p1", "--password-file", "pw")
-    assert run.status == 2
-    assert "--encrypt" in run.err
-    assert not Path("p1.pem").exists()  # never an unencrypted key the user thought encrypted
-
-
-def test_keygen_encrypt_refuses_a_blank_passphrase(
-    here: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ECPA_KEY_PASSWORD", "   ")
-    assert ecpa_main("keygen", "--issuer", ISSUER, "--kid", "b1", "--encrypt").status == 2
-    assert not Path("b1.pem").exists()
-    with pytest.raises(ecpa.EcpaError):
-        KEY_1.to_pem(b"")  # never a silently unencrypted key
-
-
-def test_an_encrypted_key_after_bag_attributes_is_read(here: Path) -> None:
-    """``openssl pkcs12 -nocerts`` writes "Bag Attributes" lines before the key."""
-    pem = b"Bag Attributes\n    localKeyID: 01 02\n" + KEY_1.to_pem(b"pw")
-    assert SigningKey.from_pem(pem, b"pw").public_key == KEY_1.public_key
-    with pytest.raises(ecpa.EcpaError) as info:
-        SigningKey.from_pem(pem)
-    assert "expected a passphrase" in info.value.detail
-
-
-def test_a_passphrase_that_is_not_utf8_is_used_as_bytes(here: Path) -> None:
-    passphrase = b"hunter2\xff"
-    write_secret(here / "enc.pem", KEY_1.to_pem(passphrase))
-    env = {**os.environ, "ECPA_KEY_PASSWORD": os.fsdecode(passphrase)}
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ecpa")),
-            "sign",
-            "st.json",
-            "--key",
-            "enc.pem",
-            "--out",
-            "ev",
-        ],
-        cwd=here,
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert b"hunter2" not in done.stderr
-
-
-def test_password_file_dash_reads_standard_input(here: Path) -> None:
-    write_secret(here / "enc.pem", KEY_1.to_pem(b"from stdin"))
-    args = ["sign", "st.json", "--key", "enc.pem", "--password-file", "-", "--out", "ev"]
-    run = ecpa_main(*args, stdin=b"from stdin\n")
-    assert run.status == 0, run
-
-
-def test_trust_check_json_gives_an_object_for_a_store_it_cannot_read(here: Path) -> None:
-    Path("notjson.json").write_text("[1, 2")
-    for store in ("notjson.json", "missing.json"):
-        run = ecpa_main("trust", "check", store, "--json")
-        assert run.status == 2
-        doc = _one_json(run.out)
-        assert (doc["store"], doc["ok"], doc["keys"]) == (store, False, None)
-        problems = doc["problems"]
-        assert isinstance(problems, list)
-        assert len(problems) == 1
+# --- ecpa dev pg-up: a new or an own empty directory, made private ------------------------
 
 
 def test_dev_pg_up_refuses_what_is_not_a_new_or_own_directory(tmp_path: Path) -> None:
