@@ -490,6 +490,26 @@ def test_every_name_the_runtime_facade_exports_resolves() -> None:
         ecpa.runtime.nothing_of_the_kind
 
 
+def test_the_runtime_facade_lists_each_name_once_for_both_readers() -> None:
+    """The names type checkers see (the ``TYPE_CHECKING`` imports, read here with ``ast``)
+    are exactly the table the facade loads from (read from the same lines at run time)."""
+    import ecpa.runtime
+
+    tree = ast.parse((ROOT / "ecpa" / "runtime" / "__init__.py").read_text())
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.dump(n.test)
+    )
+    seen = {
+        alias.asname: (node.module, alias.name)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert len(seen) == sum(len(n.names) for n in block.body if isinstance(n, ast.ImportFrom))
+    assert seen == ecpa.runtime._EXPORTS
+    assert ecpa.runtime.__all__ == sorted(seen)
+
+
 def test_the_runtime_facade_loads_only_what_is_asked_for() -> None:
     """``import ecpa`` loads nothing of the library (its names load on first use), and
     asking the runtime facade for one name loads that name's module and nothing else of the

@@ -16,8 +16,11 @@ launcher, corpus or cli.
 from __future__ import annotations
 
 import importlib
+import re
 from typing import TYPE_CHECKING, Any
 
+# The facade's names, listed once: type checkers take each from its module here, and
+# _exports() below reads these same lines as the table of what to load on first use.
 if TYPE_CHECKING:
     from ecpa.runtime.host.audit import Audit as Audit
     from ecpa.runtime.host.audit import audit_launch_dir as audit_launch_dir
@@ -153,141 +156,30 @@ if TYPE_CHECKING:
     from ecpa.runtime.stores.store_roles import StoreRoles as StoreRoles
     from ecpa.runtime.stores.store_roles import init_store as init_store
 
-#: Each exported name: the module it lives in, and its name there (None: the module itself).
-_EXPORTS: dict[str, tuple[str, str | None]] = {
-    "AUDIT_SCHEMA": ("ecpa.runtime.judge.audit", "AUDIT_SCHEMA"),
-    "report_bytes": ("ecpa.runtime.judge.audit", "report_bytes"),
-    "Audit": ("ecpa.runtime.host.audit", "Audit"),
-    "audit_launch_dir": ("ecpa.runtime.host.audit", "audit_launch_dir"),
-    "audit_store": ("ecpa.runtime.host.audit", "audit_store"),
-    "issued_at_of": ("ecpa.runtime.model.evidence", "issued_at_of"),
-    "plot_audit": ("ecpa.runtime.host.audit_plot", "plot_audit"),
-    "RECEIPT_SUBJECT": ("ecpa.runtime.host.receipt", "RECEIPT_SUBJECT"),
-    "check_receipt": ("ecpa.runtime.host.receipt", "check_receipt"),
-    "check_receipt_files": ("ecpa.runtime.host.receipt", "check_receipt_files"),
-    "write_receipt": ("ecpa.runtime.host.receipt", "write_receipt"),
-    "report_lines": ("ecpa.runtime.judge.audit", "report_lines"),
-    "report_digest": ("ecpa.runtime.host.receipt", "report_digest"),
-    "sign_receipt": ("ecpa.runtime.host.receipt", "sign_receipt"),
-    "BINDING_ENV_NAMES": ("ecpa.runtime.model.process", "BINDING_ENV_NAMES"),
-    "BINDING_FIELDS": ("ecpa.runtime.model.process", "BINDING_FIELDS"),
-    "COUNTERS_SCHEMA": ("ecpa.runtime.model.counters", "COUNTERS_SCHEMA"),
-    "EXIT_SCHEMA": ("ecpa.runtime.model.launch", "EXIT_SCHEMA"),
-    "LAUNCH_DIR_NAME": ("ecpa.runtime.host.launches", "LAUNCH_DIR_NAME"),
-    "LAUNCH_SUBJECT": ("ecpa.runtime.model.launch", "LAUNCH_SUBJECT"),
-    "MAX_LAUNCH_FILE_BYTES": ("ecpa.runtime.model.launch", "MAX_LAUNCH_FILE_BYTES"),
-    "MAX_MESSAGE": ("ecpa.runtime.model.enroll", "MAX_MESSAGE"),
-    "MAX_RECORD_LENGTH": ("ecpa.runtime.model.evidence", "MAX_RECORD_LENGTH"),
-    "MAX_TTL_S": ("ecpa.runtime.model.plan", "MAX_TTL_S"),
-    "PLAN_SCHEMA": ("ecpa.runtime.model.plan", "PLAN_SCHEMA"),
-    "PROC": ("ecpa.runtime.model.process", "PROC"),
-    "PR_SET_CHILD_SUBREAPER": ("ecpa.runtime.model.process", "PR_SET_CHILD_SUBREAPER"),
-    "Counters": ("ecpa.runtime.model.counters", "Counters"),
-    "CountersProcess": ("ecpa.runtime.model.counters", "CountersProcess"),
-    "Evidence": ("ecpa.runtime.model.evidence", "Evidence"),
-    "EvidenceLog": ("ecpa.runtime.host.evidence_log", "EvidenceLog"),
-    "EvidenceStore": ("ecpa.runtime.stores.store", "EvidenceStore"),
-    "StoreRoles": ("ecpa.runtime.stores.store_roles", "StoreRoles"),
-    "PrunedDay": ("ecpa.runtime.stores.store_prune", "PrunedDay"),
-    "FleetEntry": ("ecpa.runtime.stores.fleet", "FleetEntry"),
-    "fleet_status": ("ecpa.runtime.stores.fleet", "fleet_status"),
-    "prune_store": ("ecpa.runtime.stores.store_prune", "prune_store"),
-    "init_store": ("ecpa.runtime.stores.store_roles", "init_store"),
-    "LaunchEnvironment": ("ecpa.runtime.model.process", "LaunchEnvironment"),
-    "Judged": ("ecpa.runtime.host.launches", "Judged"),
-    "JudgedList": ("ecpa.runtime.host.launches", "JudgedList"),
-    "LaunchList": ("ecpa.runtime.host.launches", "LaunchList"),
-    "LaunchSummary": ("ecpa.runtime.host.launches", "LaunchSummary"),
-    "Membership": ("ecpa.runtime.model.membership", "Membership"),
-    "MemoryReplayFence": ("ecpa.runtime.stores.replay", "MemoryReplayFence"),
-    "Plan": ("ecpa.runtime.model.plan", "Plan"),
-    "PostgresReplayFence": ("ecpa.runtime.stores.replay", "PostgresReplayFence"),
-    "ProcessIdentity": ("ecpa.runtime.model.process", "ProcessIdentity"),
-    "ReplayFence": ("ecpa.runtime.stores.replay", "ReplayFence"),
-    "Request": ("ecpa.runtime.model.enroll", "Request"),
-    "RuntimeStatus": ("ecpa.runtime.judge.verdict", "RuntimeStatus"),
-    "ShipReport": ("ecpa.runtime.host.ship", "ShipReport"),
-    "Slot": ("ecpa.runtime.model.launch", "Slot"),
-    "SlotStatus": ("ecpa.runtime.judge.verdict", "SlotStatus"),
-    "SqliteReplayFence": ("ecpa.runtime.stores.replay", "SqliteReplayFence"),
-    "check_launch_id": ("ecpa.runtime.model.launch", "check_launch_id"),
-    "children_now": ("ecpa.runtime.model.membership", "children_now"),
-    "children_of": ("ecpa.runtime.model.process", "children_of"),
-    "enroll": ("ecpa.runtime.model.enroll", "enroll"),
-    "evidence_digest": ("ecpa.runtime.model.evidence", "evidence_digest"),
-    "expected_from_dict": ("ecpa.runtime.model.launch", "expected_from_dict"),
-    "history": ("ecpa.runtime.judge.history", None),
-    "describe_dsn": ("ecpa.runtime.stores.pgconn", "describe_dsn"),
-    "scrub_dsn": ("ecpa.runtime.stores.pgconn", "scrub_dsn"),
-    "is_postgres_dsn": ("ecpa.runtime.stores.postgres", "is_postgres_dsn"),
-    "kid_for": ("ecpa.runtime.model.enroll", "kid_for"),
-    "launch_document": ("ecpa.runtime.model.plan", "launch_document"),
-    "launch_from_env": ("ecpa.runtime.model.process", "launch_from_env"),
-    "judge_launches": ("ecpa.runtime.host.launches", "judge_launches"),
-    "list_launches": ("ecpa.runtime.host.launches", "list_launches"),
-    "log_name": ("ecpa.runtime.model.enroll", "log_name"),
-    "make_undumpable": ("ecpa.runtime.model.process", "make_undumpable"),
-    "nonce_for": ("ecpa.runtime.model.enroll", "nonce_for"),
-    "open_replay_fence": ("ecpa.runtime.stores.replay", "open_replay_fence"),
-    "parse_record": ("ecpa.runtime.model.evidence", "parse_record"),
-    "parse_request": ("ecpa.runtime.model.enroll", "parse_request"),
-    "plan_from_bytes": ("ecpa.runtime.model.plan", "plan_from_bytes"),
-    "plan_from_dict": ("ecpa.runtime.model.plan", "plan_from_dict"),
-    "prctl": ("ecpa.runtime.model.process", "prctl"),
-    "proc_table": ("ecpa.runtime.model.process", "proc_table"),
-    "read_identity": ("ecpa.runtime.model.process", "read_identity"),
-    "read_log": ("ecpa.runtime.model.evidence", "read_log"),
-    "reply_bytes": ("ecpa.runtime.model.enroll", "reply_bytes"),
-    "ship_launch": ("ecpa.runtime.host.ship", "ship_launch"),
-    "status_from_files": ("ecpa.runtime.host.status", "status_from_files"),
-    "interruptible": ("ecpa.runtime.host.status", "interruptible"),
-    "status_from_launch_dir": ("ecpa.runtime.host.status", "status_from_launch_dir"),
-    "status_from_store": ("ecpa.runtime.stores.remote", "status_from_store"),
-    "update_trust_file": ("ecpa.runtime.host.trust_file", "update_trust_file"),
-    "add_trust_entry": ("ecpa.runtime.host.trust_file", "add_trust_entry"),
-    "check_trust_addition": ("ecpa.runtime.host.trust_file", "check_trust_addition"),
-    "disable_trust_entry": ("ecpa.runtime.host.trust_file", "disable_trust_entry"),
-    "trust_entry": ("ecpa.runtime.host.trust_file", "trust_entry"),
-    "validity_window": ("ecpa.runtime.host.trust_file", "validity_window"),
-    "verify_evidence": ("ecpa.runtime.model.evidence", "verify_evidence"),
-    "HOST_EVENT_SCHEMA": ("ecpa.runtime.model.host_event", "HOST_EVENT_SCHEMA"),
-    "SCHEDULER_ROLE": ("ecpa.runtime.model.host_event", "SCHEDULER_ROLE"),
-    "SINK_TARGET": ("ecpa.runtime.model.host_event", "SINK_TARGET"),
-    "HOST_ENV_PREFIX": ("ecpa.runtime.model.host_event", "HOST_ENV_PREFIX"),
-    "HostEvent": ("ecpa.runtime.model.host_event", "HostEvent"),
-    "HostEventCode": ("ecpa.runtime.model.host_ids", "HostEventCode"),
-    "HostEventRefused": ("ecpa.runtime.model.host_ids", "HostEventRefused"),
-    "ProcessClaim": ("ecpa.runtime.model.host_binding", "ProcessClaim"),
-    "check_binding": ("ecpa.runtime.model.host_binding", "check_binding"),
-    "host_line": ("ecpa.runtime.model.host_event", "host_line"),
-    "parse_host_line": ("ecpa.runtime.model.host_event", "parse_host_line"),
-    "check_host_event": ("ecpa.runtime.model.host_event", "check_host_event"),
-    "event_id_of": ("ecpa.runtime.model.host_ids", "event_id_of"),
-    "dispatch_id_of": ("ecpa.runtime.model.host_ids", "dispatch_id_of"),
-    "epoch_of": ("ecpa.runtime.model.host_ids", "epoch_of"),
-    "DISPATCH_OUTCOMES": ("ecpa.runtime.model.host_event", "DISPATCH_OUTCOMES"),
-    "HostBook": ("ecpa.runtime.model.host_journal", "HostBook"),
-    "JOURNAL_DIR": ("ecpa.runtime.model.host_journal", "JOURNAL_DIR"),
-    "JournalCheck": ("ecpa.runtime.model.host_journal", "JournalCheck"),
-    "check_journal": ("ecpa.runtime.model.host_journal", "check_journal"),
-    "chain_step": ("ecpa.runtime.model.host_journal", "chain_step"),
-    "HostCounts": ("ecpa.runtime.model.counters", "HostCounts"),
-    "CERTIFY_SUBJECT": ("ecpa.runtime.model.enrollment", "CERTIFY_SUBJECT"),
-    "ENROLLMENTS_FILE": ("ecpa.runtime.model.enrollment", "ENROLLMENTS_FILE"),
-    "MANAGER_ISSUER": ("ecpa.runtime.model.enrollment", "MANAGER_ISSUER"),
-    "Enrollment": ("ecpa.runtime.model.enrollment", "Enrollment"),
-    "certificate_line": ("ecpa.runtime.model.enrollment", "certificate_line"),
-    "launch_certificate_line": ("ecpa.runtime.model.enrollment", "launch_certificate_line"),
-    "manager_kid": ("ecpa.runtime.model.enrollment", "manager_kid"),
-    "MANAGER_KEY_ENV": ("ecpa.runtime.stores.operator", "MANAGER_KEY_ENV"),
-    "TRUST_ENV": ("ecpa.runtime.stores.operator", "TRUST_ENV"),
-    "OperatorTrust": ("ecpa.runtime.stores.operator", "OperatorTrust"),
-    "default_manager_key": ("ecpa.runtime.stores.operator", "default_manager_key"),
-    "default_trust_store": ("ecpa.runtime.stores.operator", "default_trust_store"),
-    "operator_trust": ("ecpa.runtime.stores.operator", "operator_trust"),
-    "ExpectedLaunch": ("ecpa.runtime.model.launch", "ExpectedLaunch"),
-}
 
+def _exports() -> dict[str, tuple[str, str]]:
+    """Each exported name: the module it lives in and its name there, read from the imports
+    under ``TYPE_CHECKING`` above in this file's own text. Those lines are the one list of
+    the facade's names: type checkers read them as imports, this reads them as a table, and
+    nothing is imported until a name is asked for."""
+    get_source = getattr(__spec__.loader, "get_source", None)  # a file's loader, a zip's too
+    source = get_source(__name__) if get_source is not None else None
+    if source is None:
+        raise ImportError(f"{__name__} reads its exported names from its source, found none")
+    block = source.split("\nif TYPE_CHECKING:\n", 1)[1].split("\n\n", 1)[0]
+    found = _IMPORT.findall(block)
+    if len(found) != block.count("    from "):  # a line of another form: no silent gap
+        raise ImportError(f"{__name__}: expected each export as 'from M import X as X'")
+    table: dict[str, tuple[str, str]] = {}
+    for module, name, alias in found:
+        if name != alias:  # only the explicit re-export form, ``import X as X``
+            raise ImportError(f"{__name__}: expected 'import {name} as {name}', found {alias}")
+        table[name] = (module, name)
+    return table
+
+
+_IMPORT = re.compile(r"^    from ([\w.]+) import \(?\s*(\w+) as (\w+),?\s*\)?$", re.MULTILINE)
+_EXPORTS = _exports()
 __all__ = sorted(_EXPORTS)
 
 
@@ -298,7 +190,9 @@ def __getattr__(name: str) -> Any:
     except KeyError:
         raise AttributeError(f"module 'ecpa.runtime' has no attribute {name!r}") from None
     loaded = importlib.import_module(module)
-    value = loaded if attribute is None else getattr(loaded, attribute)
+    if not hasattr(loaded, attribute):  # a module of a package, as ``from package import``
+        importlib.import_module(f"{module}.{attribute}")
+    value = getattr(loaded, attribute)
     globals()[name] = value  # once: later lookups are plain attribute reads
     return value
 
