@@ -319,24 +319,9 @@ def status_from_launch_dir(
         if ended is None or exc.code is ErrorCode.REPLAY_STORE:
             raise
         unreadable = Reason(ReasonCode.EVIDENCE_UNREADABLE, f"evidence unreadable: {exc.detail}")
-        return RuntimeStatus(
-            False,
-            (Reason(ReasonCode.LAUNCH_ENDED, ended), unreadable, *keys),
-            None,
-            None,
-            0,
-            {},
-            0,
-            None,
-            (),
-            now,
-        )
-    failing = tuple(r for r in keys if r.fails)  # first: they decide; a pass comes last
-    status = replace(
-        status,
-        effective=status.effective and not failing,
-        reasons=(*failing, *status.reasons, *(r for r in keys if not r.fails)),
-    )
+        first = Reason(ReasonCode.LAUNCH_ENDED, ended)
+        return RuntimeStatus.unjudged((first, unreadable, *keys), now)
+    status = status.with_keys(keys)
     if ended is None:
         return status
     text = ended

@@ -102,6 +102,34 @@ class RuntimeStatus:
     slots: tuple[SlotStatus, ...] = ()
     version: str = "0.1"
 
+    @classmethod
+    def unjudged(cls, reasons: Sequence[Reason], now: int) -> RuntimeStatus:
+        """False at ``now`` for ``reasons``, with no evidence judged: no record, no
+        counts, no slot (an ended launch whose evidence could not be read)."""
+        return cls(
+            effective=False,
+            reasons=tuple(reasons),
+            newest=None,
+            counters=None,
+            accepted=0,
+            refused={},
+            torn=0,
+            last_seq=None,
+            gaps=(),
+            now=now,
+        )
+
+    def with_keys(self, keys: Sequence[Reason]) -> RuntimeStatus:
+        """This status with the reasons of the launch's keys (whether its certificates back
+        them, :func:`~ecpa.runtime.judge.certified.launch_keys`): a failing one first, and
+        false; a passing one last."""
+        failing = tuple(r for r in keys if r.fails)  # first: they decide; a pass comes last
+        return replace(
+            self,
+            effective=self.effective and not failing,
+            reasons=(*failing, *self.reasons, *(r for r in keys if not r.fails)),
+        )
+
 
 class Judge:
     """Applies the conditions to streams, asking about each process at most once."""

@@ -188,7 +188,6 @@ def status_from_store(
         return Liveness(at >= now - window, text)
 
     supervisor = _supervisor(row, now, window)
-    failing = tuple(r for r in keys if r.fails)
     status = verdict_launch(
         streams.values(),
         expected,
@@ -199,11 +198,7 @@ def status_from_store(
         max_idle=max_idle,
         skipped=[*skipped, *notes, Reason(ReasonCode.FROM_STORE, REMOTE_NOTE), clock_note],
     )
-    status = replace(  # as status_from_launch_dir: what decides first, a pass last
-        status,
-        effective=status.effective and not failing,
-        reasons=(*failing, *status.reasons, *(r for r in keys if not r.fails)),
-    )
+    status = status.with_keys(keys)  # as status_from_launch_dir: what decides first, a pass last
     if row.exit_doc is None:
         return status
     ended = Reason(ReasonCode.LAUNCH_ENDED, ended_from_bytes(row.exit_doc))
