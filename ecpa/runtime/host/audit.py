@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -19,11 +19,11 @@ from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.fence import MemoryReplayFence
 from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import open_process_logs
 from ecpa.runtime.host.status import read_launch_dir
 from ecpa.runtime.judge.audit import LaunchLife, audit_report
 from ecpa.runtime.judge.certified import launch_keys
+from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.judge.reasons import Reason
 from ecpa.runtime.judge.records import check_record
 from ecpa.runtime.judge.stream import Stream
@@ -180,10 +180,11 @@ def stored_journal_checks(
 
 
 def records_of(
-    name: str, lines: list[LogLine], store: TrustStore, expected: ExpectedLaunch
+    name: str, lines: list[LogLine], judgement: Judgement
 ) -> tuple[ProcessRecords, dict[str, int]]:
-    """One log's records, each verified at its own ``issued_at`` (sequence numbers only
-    grow, each nonce once), and the count of refused ones by code."""
+    """One log's records, each verified with the ``judgement``'s trust store, expected
+    launch and policy at its own ``issued_at`` (sequence numbers only grow, each nonce once:
+    a fence of the log's own), and the count of refused ones by code."""
     kid = kid_of_log(name)
     named = parse_kid(kid)
     proc = ProcessRecords(name, named[0] if named else None)
@@ -197,14 +198,8 @@ def records_of(
             if line.evidence is None:
                 assert line.error is not None
                 raise line.error
-            rec = check_record(
-                line.evidence,
-                store,
-                expected,
-                now=at if at is not None else 0,
-                policy=DEFAULT_POLICY,
-                file_kid=kid,
-            )
+            when = judgement.at(at if at is not None else 0)
+            rec = check_record(line.evidence, when, file_kid=kid)
             stream.accept(rec, fence)
         except EcpaError as exc:
             stream.refuse(line.number, exc)
@@ -239,8 +234,9 @@ def audit_launch_dir(
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
     judged = files.trusted(found)
-    store, keys = judged.store, judged.reasons
-    expected = replace(expected, certified=judged.identities)
+    keys = judged.reasons
+    judgement = Judgement.under(judged, expected, now)
+    expected = judgement.expected
     logs = open_process_logs(directory / "evidence" / expected.launch_id)
     read: list[tuple[str, list[LogLine]]] = []
     try:
@@ -251,19 +247,21 @@ def audit_launch_dir(
     finally:
         logs.close()
     try:
-        return _from_parts(
+        life = _life(
             expected,
             files.launch_doc,
             files.ended_at,
             files.ended,
-            read,
-            store,
-            now=now,
-            window=window,
             where=str(directory / "launch.json"),
             supervisor_gone=files.ended is None
             and expected.supervisor is not None
             and not check_alive(expected.supervisor, proc_root=proc_root).alive,
+        )
+        return _from_parts(
+            judgement,
+            life,
+            read,
+            window=window,
             journals=lambda processes: journal_checks(logs_fd, processes, expected),
             keys=keys,
         )
@@ -272,21 +270,22 @@ def audit_launch_dir(
             os.close(logs_fd)
 
 
-def _from_parts(
+def _life(
     expected: ExpectedLaunch,
     launch_doc: bytes,
     ended_at: int | None,
     ended: str | None,
-    logs: list[tuple[str, list[LogLine]]],
-    store: TrustStore,
     *,
-    now: int,
-    window: tuple[int | None, int | None],
     where: str,
-    supervisor_gone: bool = False,
-    journals: Callable[[list[ProcessRecords]], dict[str, JournalCheck | str]] | None = None,
-    keys: Sequence[Reason] = (),
-) -> Audit:
+    supervisor_gone: bool,
+) -> LaunchLife:
+    """The launch's life as its files say (``launch_doc``: its ``launch.json``, read from
+    ``where``).
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a 0.1 launch (no slots to audit) or a
+            ``launch.json`` without an integer ``started_at``.
+    """
     if expected.version == "0.1":
         raise EcpaError(ErrorCode.INVALID_INPUT, "expected a 0.2 launch to audit, found 0.1")
     started = time_member(launch_doc, "started_at", "launch.json")
@@ -294,10 +293,25 @@ def _from_parts(
         raise EcpaError(
             ErrorCode.INVALID_INPUT, f"expected an integer started_at in {where}, found none"
         )
+    return LaunchLife(started, ended_at, ended, supervisor_gone and ended is None)
+
+
+def _from_parts(
+    judgement: Judgement,
+    life: LaunchLife,
+    logs: list[tuple[str, list[LogLine]]],
+    *,
+    window: tuple[int | None, int | None],
+    journals: Callable[[list[ProcessRecords]], dict[str, JournalCheck | str]] | None = None,
+    keys: Sequence[Reason] = (),
+) -> Audit:
+    """The audit of ``logs`` (each read whole) over ``life``: records checked under the
+    ``judgement`` (:func:`records_of`), the report made at its ``now``."""
+    expected = judgement.expected
     processes: list[ProcessRecords] = []
     refused: dict[str, int] = {}
     for name, lines in logs:
-        proc, codes = records_of(name, lines, store, expected)
+        proc, codes = records_of(name, lines, judgement)
         processes.append(proc)
         for code, count in codes.items():
             refused[code] = refused.get(code, 0) + count
@@ -306,12 +320,11 @@ def _from_parts(
         "plugin_id": expected.plugin_id,
         "artifact_digest": expected.artifact_digest,
     }
-    life = LaunchLife(started, ended_at, ended, supervisor_gone and ended is None)
     report = audit_report(
         processes,
         expected,
         life,
-        now=now,
+        now=judgement.now,
         window=window,
         refused=refused,
         plan=plan,
@@ -361,8 +374,9 @@ def audit_store(
             operator=found.store,
             operator_where=found.where,
         )
-        trust, keys = judged.store, judged.reasons
-        expected = replace(expected, certified=judged.identities)
+        keys = judged.reasons
+        judgement = Judgement.under(judged, expected, when)
+        expected = judgement.expected
         logs = []
         for name in sorted(db.sources(launch_id)):
             if not LOG_NAME.fullmatch(name):
@@ -377,17 +391,12 @@ def audit_store(
             logs.append((name, list(read_log(io.BytesIO(data)))))
         journals = stored_journal_checks(db, expected, ended=row.exit_doc is not None)
     ended = None if row.exit_doc is None else ended_from_bytes(row.exit_doc)
-    return _from_parts(
+    life = _life(
         expected,
         row.launch_doc,
         None if row.exit_doc is None else time_member(row.exit_doc, "ended_at", "exit.json"),
         ended,
-        logs,
-        trust,
-        now=when,
-        window=window,
         where=where,
         supervisor_gone=row.supervisor_alive is False,
-        journals=journals,
-        keys=keys,
     )
+    return _from_parts(judgement, life, logs, window=window, journals=journals, keys=keys)

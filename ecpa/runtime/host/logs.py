@@ -14,17 +14,14 @@ from pathlib import Path
 
 from ecpa._files import describe_mode
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence
-from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import Policy
 from ecpa.runtime.judge import history
+from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.sources import MAX_LINES, judge_sources, newest_lines
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine
 from ecpa.runtime.model.host_journal import JOURNAL_DIR
-from ecpa.runtime.model.launch import ExpectedLaunch
 
 __all__ = ["MAX_LOGS", "FileLog", "ProcessLogs", "judge_logs", "open_process_logs"]
 
@@ -147,25 +144,14 @@ class FileLog:
         return history.save(self.dir_fd, self.name, ck)
 
 
-def judge_logs(
-    logs: ProcessLogs,
-    store: TrustStore,
-    expected: ExpectedLaunch,
-    *,
-    now: int,
-    fence: ReplayFence | None,
-    policy: Policy,
-    budget_s: float | None,
-    save: bool = True,
-) -> tuple[dict[str, Stream], list[Reason]]:
-    """:func:`judge_sources` over the opened log files of a launch directory.
+def judge_logs(logs: ProcessLogs, judgement: Judgement) -> tuple[dict[str, Stream], list[Reason]]:
+    """:func:`judge_sources` over the opened log files of a launch directory, under the
+    ``judgement`` (its trust store also the basis each checkpoint is kept under).
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
     assert logs.dir_fd is not None or not logs.fds
-    basis = history.trust_basis(store)
+    basis = history.trust_basis(judgement.trust_store)
     sources = [FileLog(logs.dir_fd, name, fd, basis) for name, fd in logs.fds.items()]  # type: ignore[arg-type]
-    return judge_sources(
-        sources, store, expected, now=now, fence=fence, policy=policy, budget_s=budget_s, save=save
-    )
+    return judge_sources(sources, judgement)

@@ -1,7 +1,10 @@
 """The I/O edge of the derivation (RUNTIME.md "Deriving runtime_effective"): read a launch's
-files, ask ``/proc``, and call the pure :mod:`ecpa.runtime.judge.derive`. A launch
-directory's own files (``launch.json``, ``exit.json``, ``trust.json``) are read once and in
-one place (:func:`read_launch_dir`), then parsed; its process logs are
+files, ask ``/proc``, and call the pure :mod:`ecpa.runtime.judge.derive` with one
+:class:`~ecpa.runtime.judge.context.Judgement` per status (the trust store, the launch,
+``now``, the fence and the limits it judges with); where ``/proc`` is, this host's name and
+where a durable fence is kept stay here, at the edge. A launch directory's own files
+(``launch.json``, ``exit.json``, ``trust.json``) are read once and in one place
+(:func:`read_launch_dir`), then parsed; its process logs are
 :mod:`ecpa.runtime.host.logs`'s.
 
 Everything is read as the writer writes it: no symlink followed, nothing but regular files
@@ -27,12 +30,11 @@ from ecpa._text import iso_utc
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
-from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.host.logs import judge_logs, open_process_logs
 from ecpa.runtime.judge import history
 from ecpa.runtime.judge.certified import LaunchKeys, launch_keys
-from ecpa.runtime.judge.derive import derive, verdict_launch
-from ecpa.runtime.judge.history import HISTORY_BUDGET_S
+from ecpa.runtime.judge.context import HISTORY_BUDGET_S, Judgement
+from ecpa.runtime.judge.derive import derive_log, verdict_launch
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.enroll import log_name
@@ -202,39 +204,29 @@ def status_from_files(
             ``ATTESTATION_TRUST_STORE_CONFIG`` for a bad trust store; ``ECPA_REPLAY_STORE``
             for a replay database that cannot be used.
     """
+    judgement = Judgement(TrustStore.load(trust), expected, now, max_idle=max_idle)
     return _derive_file(
-        evidence_log,
-        TrustStore.load(trust),
-        expected,
-        now=now,
-        proc_root=proc_root,
-        host=host,
-        replay_db=replay_db,
-        max_idle=max_idle,
+        evidence_log, judgement, proc_root=proc_root, host=host, replay_db=replay_db
     )
 
 
 def _derive_file(
     evidence_log: Path,
-    store: TrustStore,
-    expected: ExpectedLaunch,
+    judgement: Judgement,
     *,
-    now: int,
     proc_root: Path,
     host: str | None,
     replay_db: ReplayDb,
-    max_idle: int | None,
 ) -> RuntimeStatus:
+    """:func:`~ecpa.runtime.judge.derive.derive_log` over the log at ``evidence_log``, its
+    fence the one ``replay_db`` names (opened after the log), liveness from ``proc_root``."""
     with ExitStack() as stack:
         stream = stack.enter_context(open_regular(evidence_log, ErrorCode.INVALID_INPUT))
-        return derive(
-            read_log(stream),
-            store,
-            expected,
-            now=now,
+        lines = read_log(stream)
+        return derive_log(
+            lines,
+            judgement.fenced(open_fence(replay_db, stack)),
             liveness=partial(check_alive, proc_root=proc_root, host=host),
-            replay=open_fence(replay_db, stack),
-            max_idle=max_idle,
         )
 
 
@@ -286,34 +278,24 @@ def status_from_launch_dir(
     keys: tuple[Reason, ...] = ()
     try:
         judged = files.trusted(found)
-        store, keys = judged.store, judged.reasons
-        expected = replace(expected, certified=judged.identities)
+        keys = judged.reasons
+        judgement = Judgement.under(
+            judged,
+            expected,
+            now,
+            history_budget_s=history_budget_s,
+            save_checkpoints=save_checkpoints,
+            max_idle=max_idle,
+        )
         if expected.version == "0.1":
             log = files.directory / "evidence" / log_name(expected.launch_id)
             status = _derive_file(
-                log,
-                store,
-                expected,
-                now=now,
-                proc_root=proc_root,
-                host=host,
-                replay_db=replay_db,
-                max_idle=max_idle,
+                log, judgement, proc_root=proc_root, host=host, replay_db=replay_db
             )
             status = replace(status, reasons=(*status.reasons, _V01_NOTE))
         else:
             status = _status_02(
-                files,
-                store,
-                expected,
-                now,
-                proc_root,
-                host,
-                replay_db,
-                max_idle,
-                ended,
-                history_budget_s,
-                save_checkpoints,
+                files, judgement, proc_root=proc_root, host=host, replay_db=replay_db
             )
     except EcpaError as exc:
         if ended is None or exc.code is ErrorCode.REPLAY_STORE:
@@ -344,17 +326,16 @@ _V01_NOTE = Reason(
 
 def _status_02(
     files: LaunchDir,
-    store: TrustStore,
-    expected: ExpectedLaunch,
-    now: int,
+    judgement: Judgement,
+    *,
     proc_root: Path,
     host: str | None,
     replay_db: ReplayDb,
-    max_idle: int | None,
-    ended: str | None,
-    history_budget_s: float | None,
-    save_checkpoints: bool = True,
 ) -> RuntimeStatus:
+    """A 0.2 launch directory's status under ``judgement``: its process logs judged
+    (:func:`~ecpa.runtime.host.logs.judge_logs`, the fence ``replay_db`` names opened after
+    them), liveness and descent from the supervisor asked of ``proc_root``."""
+    expected = judgement.expected
     boss = expected.supervisor
     assert boss is not None
     alive = partial(check_alive, proc_root=proc_root, host=host)
@@ -365,30 +346,19 @@ def _status_02(
         return membership.includes(identity.pid, proc_root=proc_root)
 
     supervisor = alive(boss)
-    if ended is not None:  # its end was recorded: no need for it to be alive
+    if files.ended is not None:  # its end was recorded: no need for it to be alive
         supervisor = Liveness(True, "recorded the launch's end")
     logs = open_process_logs(files.directory / "evidence" / expected.launch_id)
     try:
         with ExitStack() as stack:
-            streams, notes = judge_logs(
-                logs,
-                store,
-                expected,
-                now=now,
-                fence=open_fence(replay_db, stack),
-                policy=DEFAULT_POLICY,
-                budget_s=history_budget_s,
-                save=save_checkpoints,
-            )
+            streams, notes = judge_logs(logs, judgement.fenced(open_fence(replay_db, stack)))
     finally:
         logs.close()
     return verdict_launch(
         streams.values(),
-        expected,
-        now=now,
+        judgement,
         liveness=alive,
         descends=descends if supervisor.alive else None,
         supervisor=supervisor,
-        max_idle=max_idle,
         skipped=[*logs.skipped, *notes],
     )

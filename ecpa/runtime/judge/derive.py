@@ -2,8 +2,11 @@
 
 Pure: the log lines, the trust store, the expected launch, the time ``now``, and what the
 manager knows of processes (liveness, descent from the supervisor) are all parameters, so
-every withdrawal rule can be tested without a clock or a real ``/proc``. The I/O edge that
-reads files and asks ``/proc`` is :mod:`ecpa.runtime.host.status`.
+every withdrawal rule can be tested without a clock or a real ``/proc``; :func:`derive` and
+:func:`derive_launch` take them one by one, the functions the statuses share
+(:func:`walk`, :func:`derive_log`, :func:`verdict_launch`) as one
+:class:`~ecpa.runtime.judge.context.Judgement`. The I/O edge that reads files and asks
+``/proc`` is :mod:`ecpa.runtime.host.status`.
 
 Each log is one *stream*: its complete lines are checked one by one
 (:func:`ecpa.runtime.judge.records.check_record`), sequence numbers only grow within it, and each
@@ -18,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence, fence_or_memory
+from ecpa.profile.fence import ReplayFence
 from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Policy
+from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import check_record
 from ecpa.runtime.judge.stream import Stream
@@ -43,6 +47,7 @@ __all__ = [
     "Stream",
     "derive",
     "derive_launch",
+    "derive_log",
     "just_ahead",
     "verdict_launch",
     "walk",
@@ -70,22 +75,19 @@ def just_ahead(evidence: object, exc: EcpaError, now: int) -> bool:
 
 def walk(
     lines: Iterable[LogLine],
-    trust_store: TrustStore,
-    expected: ExpectedLaunch,
+    judgement: Judgement,
     *,
-    now: int,
-    fence: ReplayFence,
-    policy: Policy = DEFAULT_POLICY,
     name: str | None = None,
     file_kid: str | None = None,
     stream: Stream | None = None,
     pause_on_recent: bool = False,
 ) -> Stream:
-    """Check every line of one log (see the module's text); refused records, torn lines and
-    gaps are counted in the returned :class:`Stream` (``stream`` when given: a walk that
-    resumes where a checkpoint stopped), never raised. ``pause_on_recent``: a record dated
-    just after ``now`` (:func:`just_ahead`) is not refused: the walk stops before it
-    (:class:`Paused`), for a later derivation to judge it.
+    """Check every line of one log (see the module's text) with the ``judgement``'s trust
+    store, expected launch, ``now`` and policy, each accepted nonce through its fence;
+    refused records, torn lines and gaps are counted in the returned :class:`Stream`
+    (``stream`` when given: a walk that resumes where a checkpoint stopped), never raised.
+    ``pause_on_recent``: a record dated just after ``now`` (:func:`just_ahead`) is not
+    refused: the walk stops before it (:class:`Paused`), for a later derivation to judge it.
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails: no record can then be
@@ -93,6 +95,7 @@ def walk(
         Paused: with ``pause_on_recent``, before such a record (``stream`` holds the rest).
     """
     stream = stream if stream is not None else Stream(name=name)
+    fence, now = judgement.fence, judgement.now
     for line in lines:
         if line.torn:
             stream.torn += 1
@@ -103,9 +106,7 @@ def walk(
             if line.evidence is None:
                 assert line.error is not None
                 raise line.error
-            rec = check_record(
-                line.evidence, trust_store, expected, now=now, policy=policy, file_kid=file_kid
-            )
+            rec = check_record(line.evidence, judgement, file_kid=file_kid)
             stream.accept(rec, fence)
         except EcpaError as exc:
             if exc.code is ErrorCode.REPLAY_STORE:
@@ -142,9 +143,24 @@ def derive(
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
-    fence: ReplayFence = fence_or_memory(replay)
-    stream = walk(lines, trust_store, expected, now=now, fence=fence, policy=policy)
-    judge = Judge(expected, now, liveness, max_idle=max_idle)
+    judgement = Judgement(trust_store, expected, now, policy=policy, max_idle=max_idle)
+    return derive_log(lines, judgement.fenced(replay), liveness=liveness)
+
+
+def derive_log(
+    lines: Iterable[LogLine],
+    judgement: Judgement,
+    *,
+    liveness: Callable[[ProcessIdentity], Liveness],
+) -> RuntimeStatus:
+    """:func:`derive` under a ``judgement`` already made (its fence, ``now`` and
+    ``max_idle`` included).
+
+    Raises:
+        EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
+    """
+    stream = walk(lines, judgement)
+    judge = Judge(judgement.expected, judgement.now, liveness, max_idle=judgement.max_idle)
     return judge.single(stream)
 
 
@@ -173,40 +189,36 @@ def derive_launch(
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
-    fence: ReplayFence = fence_or_memory(replay)
+    judgement = Judgement(trust_store, expected, now, policy=policy, max_idle=max_idle)
+    judgement = judgement.fenced(replay)
     walked = []
     for name, lines in sorted(streams.items()):
         kid = kid_of_log(name)
         named = parse_kid(kid)
-        walked.append(
-            walk(
-                lines,
-                trust_store,
-                expected,
-                now=now,
-                fence=fence,
-                policy=policy,
-                name=name,
-                file_kid=kid,
-            )
-        )
+        walked.append(walk(lines, judgement, name=name, file_kid=kid))
         walked[-1].slot = named[0] if named else None
-    judge = Judge(expected, now, liveness, descends=descends, max_idle=max_idle)
-    return judge.launch(walked, supervisor=supervisor, skipped=list(skipped))
+    return verdict_launch(
+        walked,
+        judgement,
+        liveness=liveness,
+        descends=descends,
+        supervisor=supervisor,
+        skipped=skipped,
+    )
 
 
 def verdict_launch(
     streams: Iterable[Stream],
-    expected: ExpectedLaunch,
+    judgement: Judgement,
     *,
-    now: int,
     liveness: Callable[[ProcessIdentity], Liveness],
     descends: Callable[[ProcessIdentity], bool] | None = None,
     supervisor: Liveness | None = None,
-    max_idle: int | None = None,
     skipped: Iterable[Reason] = (),
 ) -> RuntimeStatus:
     """The verdict of :func:`derive_launch` over streams already walked (decided from each
-    log's end, with the history of its checkpoint: :mod:`ecpa.runtime.host.logs`)."""
-    judge = Judge(expected, now, liveness, descends=descends, max_idle=max_idle)
+    log's end, with the history of its checkpoint: :mod:`ecpa.runtime.host.logs`), by the
+    ``judgement``'s expected launch, ``now`` and ``max_idle``."""
+    expected, now = judgement.expected, judgement.now
+    judge = Judge(expected, now, liveness, descends=descends, max_idle=judgement.max_idle)
     return judge.launch(streams, supervisor=supervisor, skipped=list(skipped))

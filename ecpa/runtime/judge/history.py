@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 from ecpa._files import write_file
 from ecpa.profile.trust import TrustStore
+from ecpa.runtime.judge.context import HISTORY_BUDGET_S  # with the judgement it bounds
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine, read_log
 
@@ -43,10 +44,6 @@ __all__ = [
     "save",
     "trust_basis",
 ]
-
-#: How long one status may spend walking logs' histories forward (the decision itself
-#: reads only the logs' ends); the rest of a long history is walked at the next status.
-HISTORY_BUDGET_S = 0.05
 
 CHECKPOINT_SCHEMA = "ecpa-status-checkpoint/0.5"
 #: Set (``ecpa status`` does, on SIGTERM or SIGINT) to end every history walk at its next

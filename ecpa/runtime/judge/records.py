@@ -5,8 +5,8 @@ runtime_effective" condition 1-2, "Slots", "Process keys").
 raises the first failure; sequence order and replay are the stream's business
 (:mod:`ecpa.runtime.judge.derive`):
 
-1. PROFILE.md §3 with the launch's trust store at ``now`` (without the exact-nonce binding:
-   each statement answers its own nonce);
+1. PROFILE.md §3 with the judgement's trust store at its ``now`` (without the exact-nonce
+   binding: each statement answers its own nonce);
 2. the launch binding: plan, launch, plugin, artifact digest, epoch, and the challenge prefix;
 3. the host evidence (the raw counters record) is present and hashes to ``evidence_digest``;
 4. the counters record parses strictly (0.3; 0.2 without ``changed`` and
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import fingerprint
 from ecpa.profile.statement import Statement
-from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import Policy, verify
+from ecpa.profile.verify import verify
+from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.model.counters import Counters, parse_counters
 from ecpa.runtime.model.enroll import kid_for, log_name, nonce_for
 from ecpa.runtime.model.evidence import Evidence, evidence_digest
@@ -137,23 +137,24 @@ def _check_process_key(
 
 
 def check_record(
-    evidence: Evidence,
-    trust_store: TrustStore,
-    expected: ExpectedLaunch,
-    *,
-    now: int,
-    policy: Policy,
-    file_kid: str | None = None,
+    evidence: Evidence, judgement: Judgement, *, file_kid: str | None = None
 ) -> Accepted:
-    """Every check of one record but sequence order and replay (see the module's text).
+    """Every check of one record but sequence order and replay (see the module's text), with
+    the ``judgement``'s trust store, expected launch, ``now`` and policy (its fence is the
+    stream's business).
 
     ``file_kid`` is the key id the record's log file is named after (0.2), or None.
 
     Raises:
         EcpaError: the code of the first check that failed.
     """
+    expected = judgement.expected
     st = verify(
-        evidence.payload, evidence.detached_jws, trust_store, now=now, policy=policy
+        evidence.payload,
+        evidence.detached_jws,
+        judgement.trust_store,
+        now=judgement.now,
+        policy=judgement.policy,
     ).statement
     _check_launch(st, expected)  # RUNTIME condition 1: this plan, launch, plugin, epoch
     if evidence.host_evidence is None:  # condition 2: without it, its selections are unknown

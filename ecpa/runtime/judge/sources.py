@@ -28,17 +28,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.fence import ReplayFence, fence_or_memory, record_nonce
-from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import Policy
+from ecpa.profile.fence import record_nonce
 from ecpa.runtime.judge import history
+from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.judge.derive import FUTURE_GRACE_S, Paused, just_ahead, walk
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import Accepted, check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.enroll import kid_of_log, parse_kid
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is_json, parse_record
-from ecpa.runtime.model.launch import ExpectedLaunch
 
 __all__ = [
     "FIRST_LINES",
@@ -282,25 +280,20 @@ def _ahead(candidates: list[tuple[int, bytes]], decision: TailDecision, now: int
 
 
 def judge_sources(
-    sources: Iterable[LogSource],
-    store: TrustStore,
-    expected: ExpectedLaunch,
-    *,
-    now: int,
-    fence: ReplayFence | None,
-    policy: Policy,
-    budget_s: float | None,
-    save: bool = True,
+    sources: Iterable[LogSource], judgement: Judgement
 ) -> tuple[dict[str, Stream], list[Reason]]:
     """One :class:`~ecpa.runtime.judge.stream.Stream` per log, decided from its end, with its
-    history's facts as far as the checkpoint and ``budget_s`` seconds of walking reach
-    (``None``: to the end); and notes on what is not walked yet or not saved. ``fence``: a
-    durable replay fence, or None for one in memory, this derivation's own.
+    history's facts as far as the checkpoint and the ``judgement``'s ``history_budget_s``
+    seconds of walking reach (``None``: to the end); and notes on what is not walked yet or
+    not saved. Records are checked with the ``judgement``'s trust store, expected launch,
+    ``now`` and policy, each nonce through its fence (a durable one, or this judgement's own
+    in memory); checkpoints are saved only with its ``save_checkpoints``.
 
     Raises:
         EcpaError: ``ECPA_REPLAY_STORE`` when the fence's store fails.
     """
-    fence = fence_or_memory(fence)
+    expected, now, fence = judgement.expected, judgement.now, judgement.fence
+    budget_s = judgement.history_budget_s
     started = time.monotonic()
     deadline = None if budget_s is None else started + budget_s
     streams: dict[str, Stream] = {}
@@ -310,7 +303,7 @@ def judge_sources(
         kid = kid_of_log(name)
 
         def check(evidence: Evidence, kid: str = kid) -> Accepted:
-            rec = check_record(evidence, store, expected, now=now, policy=policy, file_kid=kid)
+            rec = check_record(evidence, judgement, file_kid=kid)
             st = rec.statement
             record_nonce(
                 fence, st.challenge_nonce, expires_at=st.expires_at, fingerprint=rec.fingerprint
@@ -319,17 +312,7 @@ def judge_sources(
 
         def walk_into(lines: Iterator[LogLine], stream: Stream, kid: str = kid) -> None:
             with contextlib.suppress(Paused):  # a record of the next second: the next status
-                walk(
-                    lines,
-                    store,
-                    expected,
-                    now=now,
-                    fence=fence,
-                    policy=policy,
-                    file_kid=kid,
-                    stream=stream,
-                    pause_on_recent=True,
-                )
+                walk(lines, judgement, file_kid=kid, stream=stream, pause_on_recent=True)
 
         ck = source.load(expected.launch_id, now)
         before = ck.offset
@@ -372,7 +355,7 @@ def judge_sources(
                 f"{name}: history walked to byte {ck.offset} of {end}, the rest at the next status"
             )
             notes.append(Reason(ReasonCode.HISTORY_PARTIAL, text))
-        if save and (ck.offset != before or not ck.saved):
+        if judgement.save_checkpoints and (ck.offset != before or not ck.saved):
             problem = source.save(ck)
             if problem is not None:
                 notes.append(Reason(ReasonCode.CHECKPOINT_NOT_SAVED, problem))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ecpa.errors import EcpaError
 from ecpa.runtime.judge import history
-from ecpa.runtime.judge.history import HISTORY_BUDGET_S
+from ecpa.runtime.judge.context import HISTORY_BUDGET_S
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.stores.operator import operator_trust
 from ecpa.runtime.stores.remote import status_from_store

@@ -22,11 +22,10 @@ from pathlib import Path
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import DEFAULT_POLICY
 from ecpa.runtime.judge import history
 from ecpa.runtime.judge.certified import launch_keys
+from ecpa.runtime.judge.context import HISTORY_BUDGET_S, Judgement
 from ecpa.runtime.judge.derive import verdict_launch
-from ecpa.runtime.judge.history import HISTORY_BUDGET_S
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.sources import FUTURE_GRACE_S, judge_sources
 from ecpa.runtime.judge.verdict import RuntimeStatus
@@ -134,10 +133,16 @@ def status_from_store(
             operator=found.store,
             operator_where=found.where,
         )
-        keys, trust_store = judged.reasons, judged.store
-        expected = replace(expected, certified=judged.identities)
-        basis = history.trust_basis(trust_store)
-        save = save_checkpoints
+        keys = judged.reasons
+        judgement = Judgement.under(
+            judged,
+            expected,
+            now,
+            history_budget_s=history_budget_s,
+            save_checkpoints=save_checkpoints,
+            max_idle=max_idle,
+        )
+        basis = history.trust_basis(judgement.trust_store)
         skipped: list[Reason] = []
         names = []
         for name in store.sources(launch_id):
@@ -150,20 +155,10 @@ def status_from_store(
             names.append(name)
         pre = Prefetched(store, launch_id, names)
         sources = [
-            StoredLog(
-                store, launch_id, n, pre.ends.get(n, 0), basis=basis, save=save, prefetched=pre
-            )
+            StoredLog(store, launch_id, n, pre.ends.get(n, 0), basis=basis, prefetched=pre)
             for n in names
         ]
-        streams, notes = judge_sources(
-            sources,
-            trust_store,
-            expected,
-            now=now,
-            fence=open_fence(replay_db, stack),
-            policy=DEFAULT_POLICY,
-            budget_s=history_budget_s,
-        )
+        streams, notes = judge_sources(sources, judgement.fenced(open_fence(replay_db, stack)))
     heard: dict[ProcessIdentity, int] = {}
     for stream in streams.values():
         if stream.newest is not None:
@@ -190,12 +185,10 @@ def status_from_store(
     supervisor = _supervisor(row, now, window)
     status = verdict_launch(
         streams.values(),
-        expected,
-        now=now,
+        judgement,
         liveness=alive,
         descends=None,
         supervisor=supervisor,
-        max_idle=max_idle,
         skipped=[*skipped, *notes, Reason(ReasonCode.FROM_STORE, REMOTE_NOTE), clock_note],
     )
     status = status.with_keys(keys)  # as status_from_launch_dir: what decides first, a pass last

@@ -70,7 +70,6 @@ class StoredLog:
         end: int,
         *,
         basis: str,
-        save: bool,
         prefetched: Prefetched | None = None,
     ) -> None:
         self.store = store
@@ -78,7 +77,6 @@ class StoredLog:
         self.name = name
         self._end = end
         self._basis = basis
-        self._save = save
         self._pre = prefetched
 
     def _lines(self, sql: str, params: tuple[int, ...]) -> list[tuple[int, bytes]]:
@@ -198,8 +196,7 @@ class StoredLog:
         return found[0][1].removesuffix(b"\r") if found else None
 
     def save(self, ck: history.Checkpoint) -> str | None:
-        if not self._save:
-            return None
+        # Called only when the status saves checkpoints (its judgement's save_checkpoints).
         try:
             doc = json.dumps({**ck.to_dict(), "basis": self._basis}, separators=(",", ":"))
             self.store.query(  # the reader is the database role (row level security)
