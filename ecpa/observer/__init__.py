@@ -1,5 +1,6 @@
 """The in-process observer (RUNTIME.md "Observer", "Hot-path budget"): counters on the
-scheduler's thread (:class:`Observer`, :func:`process_observer`), the record builder
+scheduler's thread (:class:`Observer`, :func:`process_observer`; its configuration resolved
+by :mod:`~ecpa.observer._config`), the record builder
 (:mod:`~ecpa.observer.record`) and the sink that appends off the hot path
 (:mod:`~ecpa.observer._sink`); the process-wide observer (:mod:`~ecpa.observer._process`);
 the vLLM-HUST host's evidence sink (:mod:`~ecpa.observer.host_sink`, its recorder

@@ -9,7 +9,9 @@ thread appends what is queued to the evidence log (see :mod:`ecpa.observer._sink
 queue or a failing log drops the record and counts it in ``dropped``, which later records
 report. At interpreter exit one last record carries the final counters.
 
-The process-wide observer, made from the launch binding in ``os.environ``, is
+What an observer runs with (its slot, identity, signer, log and cadence) is resolved before
+it runs, by :func:`ecpa.observer._config.resolve`; the :class:`Observer` here is the running
+object. The process-wide observer, made from the launch binding in ``os.environ``, is
 :func:`ecpa.observer.process_observer` (:mod:`ecpa.observer._process`).
 """
 
@@ -23,23 +25,18 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from ecpa.errors import EcpaError, invalid_input
+from ecpa.errors import EcpaError
+from ecpa.observer._config import Resolved, for_forked_child, resolve
 from ecpa.observer._host import HostRecorder
 from ecpa.observer._sink import Sink, Waiter
 from ecpa.observer.record import DEFAULT_EMIT_INTERVAL_S as _DEFAULT_INTERVAL
-from ecpa.observer.record import Signer, Window, build_evidence, check_cadence, ttl_for
+from ecpa.observer.record import Window, build_evidence
 from ecpa.profile.keys import SigningKey
 from ecpa.runtime import (
     LaunchEnvironment,
     ProcessIdentity,
     Request,
-    Slot,
-    check_launch_id,
     enroll,
-    kid_for,
-    log_name,
-    make_undumpable,
-    read_identity,
 )
 
 __all__ = [
@@ -59,7 +56,6 @@ ABSTENTION = 1
 FAILURE = 2
 CHANGED = 3
 
-_ENROLL_TIMEOUT_S = 2.0
 _now = time.time
 
 _LOG = logging.getLogger("ecpa.observer")
@@ -107,44 +103,43 @@ class Observer:
                 the codes of :func:`ecpa.sign` when the binding gives statements a verifier
                 would refuse.
         """
-        check_cadence(emit_interval_s, emit_every, queue_size)
-        name = launch.launch_id
-        if log_path is None:
-            check_launch_id(name)
-        self.launch = launch
-        self.identity = identity if identity is not None else read_identity()
-        self.slot = Slot(
-            role if role is not None else (launch.role or "scheduler"),
-            ordinal if ordinal is not None else (launch.ordinal or 0),
+        self._begin(
+            resolve(
+                launch,
+                key,
+                identity=identity,
+                role=role,
+                ordinal=ordinal,
+                emit_interval_s=emit_interval_s,
+                emit_every=emit_every,
+                queue_size=queue_size,
+                clock=clock,
+                log_path=log_path,
+                enroll_timeout_s=enroll_timeout_s,
+            ),
+            autostart=start,
         )
-        self.process_keys = launch.version == "0.2"
-        #: Whether this process was made non-dumpable to keep its key's memory from other
-        #: processes of the same user (RUNTIME.md "Keys in memory"; 0.2 only).
-        self.undumpable = False
-        if self.process_keys:
-            self.undumpable = make_undumpable()  # before the key exists in this process
-            signer = Signer(
-                key if key is not None else SigningKey.generate(),
-                kid_for(self.slot, self.identity),
-                self.slot,
-                process_keys=True,
-            )
-            default_log = launch.evidence_dir / name / log_name(signer.kid)
-        else:
-            if key is None or launch.kid is None:
-                raise invalid_input(
-                    "expected a signing key and ECPA_KID for a 0.1 launch, found none"
-                )
-            signer = Signer(key, launch.kid, self.slot, process_keys=False)
-            default_log = launch.evidence_dir / f"{name}.jsonl"
-        self.signer = signer
-        self.kid = signer.kid
-        self.emit_interval_s = float(emit_interval_s)
-        self._ttl = ttl_for(self.emit_interval_s)
-        self.log_path = log_path if log_path is not None else default_log
-        self._clock = clock
-        self._every = emit_every or 0
-        self._enroll_timeout_s = _ENROLL_TIMEOUT_S if enroll_timeout_s is None else enroll_timeout_s
+        LIVE.add(self)
+        if start:
+            self.start()
+
+    def _begin(self, config: Resolved, *, autostart: bool) -> None:
+        """The running state of an observer resolved as ``config``: counters from zero,
+        emission state, the sink (no thread started)."""
+        self._config = config
+        self.launch = config.launch
+        self.identity = config.identity
+        self.slot = config.slot
+        self.process_keys = config.process_keys
+        self.undumpable = config.undumpable
+        self.signer = config.signer
+        self.kid = config.signer.kid
+        self.emit_interval_s = config.emit_interval_s
+        self.log_path = config.log_path
+        self._ttl = config.ttl
+        self._clock = config.clock
+        self._every = config.emit_every
+        self._enroll_timeout_s = config.enroll_timeout_s
         self._enrolled = not self.process_keys
         self._enroll_warned = False
         # Hot path state: the counters, under a lock held only around increments/snapshots.
@@ -155,24 +150,19 @@ class Observer:
         # Emission state, under _emit_lock (the emitter thread, flush and close).
         self._emit_lock = threading.Lock()
         self._seq = 0
-        self._window_start = int(clock())
+        self._window_start = config.started_at
         self._wake = threading.Event()
         self._stop = False
         self._closed = False
         self._owner_pid = os.getpid()
         self._emitter: threading.Thread | None = None
-        self._sink = Sink(self.log_path, queue_size)
-        self._queue_size = queue_size
-        self._autostart = start
-        self._custom_log = log_path is not None
+        self._sink = Sink(self.log_path, config.queue_size)
+        self._queue_size = config.queue_size
+        self._autostart = autostart
+        self._custom_log = config.custom_log
         self._reborn = False
         #: The host's evidence (docs/host-evidence.md): each record then carries its account.
         self._host: HostRecorder | None = None
-        probe = Window(0, 0, 0, 0, 0, 0, self._window_start, self._window_start)
-        build_evidence(launch, self.identity, signer, probe, issued_at=self._window_start)
-        LIVE.add(self)
-        if start:
-            self.start()
 
     def count(self, outcome: int) -> None:
         """Count one dispatch: ``SELECTION``, ``CHANGED`` (a selection other than the host's
@@ -383,26 +373,11 @@ class Observer:
         keys": a forked child re-enrolls with its own key before it signs): its identity and
         key here; its threads at its first count, its enrollment on its emitter thread."""
         try:
-            identity = read_identity()
+            config = for_forked_child(self._config)
         except EcpaError:
             self._closed = self._stop = True
             return
-        self.identity = identity
-        self.undumpable = make_undumpable()  # inherited across fork; set again all the same
-        key = SigningKey.generate()
-        self.signer = Signer(key, kid_for(self.slot, identity), self.slot, process_keys=True)
-        self.kid = self.signer.kid
-        self.log_path = self.launch.evidence_dir / self.launch.launch_id / log_name(self.kid)
-        self._calls = self._selections = self._abstentions = self._failures = 0
-        self._changed = 0
-        self._last_at = self._last_selection_at = 0.0
-        self._seq = 0
-        self._window_start = int(self._clock())
-        self._enrolled = self._enroll_warned = False
-        self._wake = threading.Event()
-        self._owner_pid = os.getpid()
-        self._sink = Sink(self.log_path, self._queue_size)
-        self._closed = self._stop = False
+        self._begin(config, autostart=self._autostart)
         self._reborn = self._autostart  # threads cannot be started in a fork hook: later
 
     def __repr__(self) -> str:

@@ -692,7 +692,7 @@ def test_a_02_observer_never_blocks_the_caller_on_its_socket(
         env["ECPA_ENROLL_SOCKET"] = str(sock_path)
         for name, value in env.items():
             clean_env.setenv(name, value)
-        clean_env.setattr("ecpa.observer._observer._ENROLL_TIMEOUT_S", 0.3)
+        clean_env.setattr("ecpa.observer._config._ENROLL_TIMEOUT_S", 0.3)
         with caplog.at_level(logging.WARNING, logger="ecpa.observer"):
             started = time.perf_counter()
             obs = process_observer()
@@ -705,3 +705,23 @@ def test_a_02_observer_never_blocks_the_caller_on_its_socket(
         assert not obs.log_path.exists()
     finally:
         server.close()
+
+
+def test_the_configuration_is_resolved_before_the_observer_runs(tmp_path: Path) -> None:
+    """``resolve`` turns the constructor's arguments and the launch into what the running
+    observer uses, and starts nothing, opens nothing; the observer runs with exactly it."""
+    from ecpa.observer._config import resolve
+
+    launch = make_launch(tmp_path)
+    config = resolve(launch, KEY_1, emit_interval_s=45, emit_every=7, clock=lambda: 1.8e9)
+    assert config.slot.name == "scheduler.0"
+    assert (config.process_keys, config.custom_log) == (False, False)  # 0.1, default log
+    assert (config.emit_interval_s, config.ttl, config.emit_every) == (45.0, 90, 7)
+    assert (config.started_at, config.signer.kid) == (1_800_000_000, launch.kid)
+    assert config.log_path == launch.evidence_dir / f"{LAUNCH_ID}.jsonl"
+    assert not config.log_path.exists()  # the writer thread opens it, later
+    obs = Observer(launch, KEY_1, emit_interval_s=45, emit_every=7, start=False)
+    try:
+        assert (obs.slot, obs.kid, obs.log_path) == (config.slot, launch.kid, config.log_path)
+    finally:
+        obs.close(timeout=0)
