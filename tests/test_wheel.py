@@ -1,4 +1,4 @@
-"""The package as a user installs it (issue 27): a wheel built from this checkout, installed
+"""The package as a user installs it: a wheel built from this checkout, installed
 with its extras in a fresh virtual environment, run in an empty directory, far from the
 checkout. It carries its licence and its corpus, checks the corpus by itself, and its demo
 runs every step, PostgreSQL included (``ecpa dev pg-up``, no ``scripts/``)."""

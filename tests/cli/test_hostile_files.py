@@ -256,7 +256,8 @@ def test_wait_until_is_not_vacuous() -> None:
 
 
 def test_an_exit_json_that_is_a_dangling_symlink_still_ends_the_launch(tmp_path: Path) -> None:
-    """Review: `exists()` followed the link, so a dangling exit.json read as 'not ended'."""
+    """A dangling exit.json symlink still says the launch ended (`exists()`, which follows
+    the link, would read it as 'not ended')."""
     from ecpa.runtime.model.launch import launch_ended
 
     link = tmp_path / "exit.json"

@@ -429,8 +429,9 @@ class Rereading:
 
 @pytest.mark.parametrize("then", [RuntimeError("second read"), "not-a-candidate"])
 def test_the_returned_id_is_the_one_the_rule_checked(then: object) -> None:
-    """A review finding: the id was read a second time, outside the guard, after the
-    outcome was signed; a property could raise to the host or return another id."""
+    """The candidate's id is read once, inside the guard: a property read a second time
+    after the outcome was signed could raise to the host or return another id than the one
+    the rule checked."""
     first = Rereading(then)
     victim, selector, outcomes = run(ctx([first, cand("b", pred=10)]))
     assert victim == "a"

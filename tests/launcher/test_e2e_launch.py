@@ -290,7 +290,7 @@ def test_the_legacy_path_under_ecpa_run_signs_what_the_host_counted(
 def test_a_predictor_gone_away_withdraws_the_verdict(
     tmp_path: Path, launches: list[subprocess.Popen[str]]
 ) -> None:
-    """RUNTIME.md "Round 3", "Counters 0.3": the predictor goes away, the plugin keeps being
+    """RUNTIME.md "Counters 0.3": the predictor goes away, the plugin keeps being
     called and only abstains; cumulative counters and a last_dispatch_at moved by abstentions
     do not keep the status true. With max_abstain_s 3 it turns false, saying why."""
     proc, directory = launch(

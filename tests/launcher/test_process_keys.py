@@ -245,8 +245,9 @@ open(sys.argv[1], "w").write(repr(out))
 
 
 def test_the_same_enrollment_again_gets_the_same_answer(tmp_path: Path, launches: Launches) -> None:
-    """Review: an observer whose first answer came late (a slow trust store) was refused on
-    every retry ('already holds key'), so its process never had a log."""
+    """The same enrollment asked again gets the same answer, so an observer whose first
+    answer came late (a slow trust store) is not refused on every retry ('already holds key')
+    and its process has a log; another key for the same process is still refused."""
     out = tmp_path / "out"
     proc, _ = launches.start(sys.executable, "-c", TWICE, str(out))
     assert proc.wait(timeout=30) == 0
@@ -259,8 +260,9 @@ def test_the_same_enrollment_again_gets_the_same_answer(tmp_path: Path, launches
 def test_a_flood_of_silent_connections_neither_spins_nor_locks_out(
     tmp_path: Path, launches: Launches
 ) -> None:
-    """Review: 64 idle connections from outside the launch made `ecpa run` spin (~80% CPU)
-    and the real scheduler's enrollment time out."""
+    """Idle connections from outside the launch (80 here; 64 are enough to show a spin of
+    ~80% CPU) neither make `ecpa run` spin (under half a core over 2 s) nor make the real
+    scheduler's enrollment time out."""
     command = "sleep 1; exec " + " ".join(DRIVE)
     proc, directory = launches.start("sh", "-c", command)
     sock_path = directory / "enroll.sock"
@@ -290,9 +292,9 @@ def _cpu_ticks(pid: int) -> int:
 def test_a_busy_trust_store_delays_enrollment_and_never_the_supervisor(
     tmp_path: Path, launches: Launches
 ) -> None:
-    """Review: enrollment waited up to 10 s for the store's lock inside the supervisor's
-    loop (signals not acted on, children not reaped). It now waits 0.5 s and answers
-    'busy'; the observer tries again at its next record."""
+    """Enrollment waits at most 0.5 s for the store's lock inside the supervisor's loop and
+    answers 'busy' (waiting up to 10 s there would leave signals not acted on and children
+    not reaped); the observer tries again at its next record."""
     proc, directory = launches.start(*DRIVE)
     lock = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -175,8 +175,9 @@ def test_grace_then_sigkill_and_a_second_signal_at_once(tmp_path: Path, launches
 
 
 def test_a_closed_stderr_never_stops_the_supervision(tmp_path: Path, launches: Launches) -> None:
-    """Review: with its stderr a pipe nobody reads (`ecpa run ... 2>&1 | head -1`), SIGPIPE
-    killed `ecpa run` before it passed SIGTERM on: the tree ran on, no exit.json."""
+    """With its stderr a pipe nobody reads (`ecpa run ... 2>&1 | head -1`), `ecpa run` still
+    passes SIGTERM on and writes exit.json: SIGPIPE never kills it first, leaving the tree
+    running and no exit.json."""
     proc, directory = launches.start(sys.executable, "-c", TRAP, str(tmp_path), "5")
     assert wait_until(lambda: len(pids(tmp_path, "ready")) == 1)
     launches.pids.update(pids(tmp_path, "ready"))
@@ -202,8 +203,9 @@ while True:
 def test_a_tree_that_keeps_forking_is_gone_when_ecpa_run_returns(
     tmp_path: Path, launches: Launches
 ) -> None:
-    """Review: SIGKILL was sent once, to a snapshot of the tree; a process that keeps
-    forking new copies of itself outlived `ecpa run`. The tree is now frozen, then killed."""
+    """A process that keeps forking new copies of itself does not outlive `ecpa run`: the
+    tree is frozen, then killed (SIGKILL sent once, to a snapshot of the tree, would miss the
+    copies forked meanwhile)."""
     script = f"{sys.executable} -c '{HOPPER}' {tmp_path} & sleep 60"
     proc, _directory = launches.start("sh", "-c", script, grace=0.5)
     assert wait_until(lambda: len(list(tmp_path.glob("hop-*"))) == 1)
@@ -225,8 +227,8 @@ def test_a_tree_that_keeps_forking_is_gone_when_ecpa_run_returns(
 
 
 def test_a_hostile_trust_store_never_skips_exit_json(tmp_path: Path, launches: Launches) -> None:
-    """Review: a command that wrote `"keys": 5` into trust.json made the finish raise a
-    TypeError (exit 3) before exit.json."""
+    """A command that writes `"keys": 5` into trust.json never keeps the finish from writing
+    exit.json (no TypeError, no exit 3): the command's own status is the launch's."""
     script = (
         "import json, os, sys\n"
         "d = os.path.dirname(os.environ['ECPA_EVIDENCE_DIR'])\n"

@@ -1,4 +1,4 @@
-"""Keys in memory (RUNTIME.md "Round 3", "Keys in memory"): once an observer of a 0.2 launch
+"""Keys in memory (RUNTIME.md "Keys in memory"): once an observer of a 0.2 launch
 holds a process key, its process is not dumpable, so another process of the same user can
 no longer read the key from ``/proc/<pid>/mem`` (a scheduler's 64-byte secret read that way
 signs busy heartbeats in its name; docs/runtime.md "Threat model").
