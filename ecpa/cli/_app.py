@@ -4,14 +4,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import inspect
-import io
-import textwrap
 from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from typer.core import TyperGroup
@@ -26,57 +21,81 @@ from ecpa.cli._common import (
     USAGE_CODES,
     Invocation,
 )
-from ecpa.demo.acts import ACTS
 from ecpa.errors import EcpaError
 from ecpa.profile.ids import PROFILE_ID
 
-__all__ = [
-    "COMMANDS",
-    "SUMMARIES",
-    "app",
-    "command_group",
-    "demo_app",
-    "one_command",
-    "run_main",
-    "version_line",
-]
+__all__ = ["COMMANDS", "Command", "app", "command_group", "one_command", "run_main", "version_line"]
 
-#: Each command: its module and the name there of its ``typer.Typer`` app.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "verify": ("_verify", "verify_app"),
-    "inspect": ("_verify", "inspect_app"),
-    "sign": ("_keys", "sign_app"),
-    "keygen": ("_keys", "keygen_app"),
-    "trust": ("_keys", "trust_app"),
-    "corpus": ("_corpus", "corpus_app"),
-    "demo": ("_app", "demo_app"),
-    "status": ("_status", "status_app"),
-    "run": ("_run", "run_app"),
-    "ship": ("_ship", "ship_app"),
-    "store": ("_store", "store_app"),
-    "launches": ("_launches", "launches_app"),
-    "serve": ("_serve", "serve_app"),
-    "audit": ("_audit", "audit_app"),
-    "dev": ("_dev", "dev_app"),
-}
-#: The line ``ecpa --help`` shows for each command, without importing it: the first
-#: sentence of the command's own help (tests/cli/test_startup.py checks they agree).
-SUMMARIES = {
-    "verify": "Verify evidence by the ECPA 0.1 profile, one result line per item.",
-    "inspect": "Show the decoded header and payload of evidence WITHOUT verifying anything.",
-    "sign": "Sign a statement into PREFIX.json (its JCS payload) and PREFIX.jws (detached JWS).",
-    "keygen": "Make an Ed25519 key and its trust entry.",
-    "trust": "Look after a trust store: list, add, disable, check.",
-    "corpus": "Run conformance corpora.",
-    "demo": "Run the main job end to end, showing each step's command and what it printed.",
-    "status": "Derive runtime_effective: signed, fresh, bound evidence from a live process.",
-    "run": "Run COMMAND under a fresh launch, its process tree supervised.",
-    "ship": "Copy each complete evidence line of a launch into the evidence store, once.",
-    "store": "Look after the PostgreSQL evidence store: its tables and least-privilege roles.",
-    "launches": "List the launches an evidence directory or store holds, with runtime_effective.",
-    "serve": "Serve runtime_effective over HTTP: API, Prometheus metrics and a status page.",
-    "audit": "When was a launch effective: intervals, gaps and causes, and `exercised`.",
-    "dev": "Tools for trying ecpa out: a throw-away PostgreSQL server.",
+
+class Command(NamedTuple):
+    """One command of the root: where it lives, and the line ``ecpa --help`` shows for it
+    without importing it, the first sentence of the command's own help (checked by
+    tests/cli/test_startup.py)."""
+
+    module: str  #: its module in ``ecpa.cli``
+    attribute: str  #: the name there of its ``typer.Typer`` app
+    summary: str
+
+
+#: Every command, in the order ``ecpa --help`` lists them.
+COMMANDS: dict[str, Command] = {
+    "verify": Command(
+        "_verify",
+        "verify_app",
+        "Verify evidence by the ECPA 0.1 profile, one result line per item.",
+    ),
+    "inspect": Command(
+        "_verify",
+        "inspect_app",
+        "Show the decoded header and payload of evidence WITHOUT verifying anything.",
+    ),
+    "sign": Command(
+        "_sign",
+        "sign_app",
+        "Sign a statement into PREFIX.json (its JCS payload) and PREFIX.jws (detached JWS).",
+    ),
+    "keygen": Command("_sign", "keygen_app", "Make an Ed25519 key and its trust entry."),
+    "trust": Command("_trust", "trust_app", "Look after a trust store: list, add, disable, check."),
+    "corpus": Command("_corpus", "corpus_app", "Run conformance corpora."),
+    "demo": Command(
+        "_demo",
+        "demo_app",
+        "Run the main job end to end, showing each step's command and what it printed.",
+    ),
+    "status": Command(
+        "_status",
+        "status_app",
+        "Derive runtime_effective: signed, fresh, bound evidence from a live process.",
+    ),
+    "run": Command(
+        "_run", "run_app", "Run COMMAND under a fresh launch, its process tree supervised."
+    ),
+    "ship": Command(
+        "_ship",
+        "ship_app",
+        "Copy each complete evidence line of a launch into the evidence store, once.",
+    ),
+    "store": Command(
+        "_store",
+        "store_app",
+        "Look after the PostgreSQL evidence store: its tables and least-privilege roles.",
+    ),
+    "launches": Command(
+        "_launches",
+        "launches_app",
+        "List the launches an evidence directory or store holds, with runtime_effective.",
+    ),
+    "serve": Command(
+        "_serve",
+        "serve_app",
+        "Serve runtime_effective over HTTP: API, Prometheus metrics and a status page.",
+    ),
+    "audit": Command(
+        "_audit",
+        "audit_app",
+        "When was a launch effective: intervals, gaps and causes, and `exercised`.",
+    ),
+    "dev": Command("_dev", "dev_app", "Tools for trying ecpa out: a throw-away PostgreSQL server."),
 }
 
 
@@ -108,13 +127,13 @@ class _Commands(TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in COMMANDS:
             return None
-        module, attribute = COMMANDS[cmd_name]
-        sub = getattr(importlib.import_module(f"ecpa.cli.{module}"), attribute)
+        command = COMMANDS[cmd_name]
+        sub = getattr(importlib.import_module(f"ecpa.cli.{command.module}"), command.attribute)
         return typer.main.get_command(sub)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         with formatter.section("Commands"):
-            formatter.write_dl(list(SUMMARIES.items()))
+            formatter.write_dl([(name, command.summary) for name, command in COMMANDS.items()])
 
 
 def version_line() -> str:
@@ -166,52 +185,3 @@ def _root(
     ] = False,
 ) -> None:
     """ecpa: signed evidence that a plugin really runs."""
-
-
-def _demo_command(
-    keep: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Work in DIR (created, must be empty) and leave everything there, so each "
-            "command shown can be run again by hand; default: a temporary directory, removed.",
-            show_default=False,
-        ),
-    ] = None,
-) -> None:
-    """Run the main job end to end, showing each step's command and what it printed.
-
-    Exits 1 if anything behaves other than the profile says. The acts it shows, in order
-    (each step within them shows its command, what it printed, and is checked):
-    """
-    from ecpa.demo import run_demo
-
-    passed, steps = run_demo(_in_process, typer.echo, keep=keep)
-    typer.echo(f"\n{passed} of {steps} steps behaved as the profile says")
-    raise typer.Exit(EXIT_OK if passed == steps else EXIT_INVALID)
-
-
-def _in_process(argv: list[str]) -> tuple[int, str]:
-    """``ecpa ARGV...`` run by :func:`run_main` in this process, for the demo: the exit
-    status and what it printed (standard output, then standard error)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = run_main(argv)
-    return status, out.getvalue() + err.getvalue()
-
-
-def _demo_help() -> str:
-    """The demo's docstring, then its acts (:data:`ecpa.demo.acts.ACTS`), numbered."""
-    acts = [
-        textwrap.fill(title, 76, initial_indent=f"{i}. ", subsequent_indent="   ")
-        for i, title in enumerate(ACTS.values(), 1)
-    ]
-    examples = "\b\nExamples:\n  ecpa demo\n  ecpa demo --keep ./ecpa-demo"
-    return (
-        f"{inspect.cleandoc(_demo_command.__doc__ or '')}\n\n\b\n"
-        + "\n".join(acts)
-        + (f"\n\n{examples}")
-    )
-
-
-demo_app = one_command(_demo_command, "demo", help=_demo_help())

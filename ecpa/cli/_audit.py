@@ -10,14 +10,15 @@ import typer
 
 from ecpa._text import iso_utc, json_line, safe, show
 from ecpa.cli._app import one_command
-from ecpa.cli._common import (
-    EXIT_INVALID,
-    EXIT_OK,
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, load_key
+from ecpa.cli._options import (
+    AsJson,
+    LaunchDir,
+    LaunchId,
+    Now,
     OperatorStore,
     PasswordFile,
-    db_from_env,
-    fail_usage,
-    load_key,
+    StoreDsn,
 )
 from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 from ecpa.runtime import (
@@ -81,30 +82,17 @@ def _check(report_file: Path, receipt: Path, trust: Path | None, launch: Path | 
 
 
 def audit_command(
-    launch: Annotated[
-        Path | None, typer.Option(metavar="DIR", help="Launch directory written by `ecpa run`.")
-    ] = None,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            metavar="DSN",
-            help="Evidence store `ecpa ship` fills (default: ECPA_DB, without --launch).",
-        ),
-    ] = None,
-    launch_id: Annotated[
-        str | None, typer.Option(metavar="ID", help="The launch to audit from --db.")
-    ] = None,
+    launch: LaunchDir = None,
+    db: StoreDsn = None,
+    launch_id: LaunchId = None,
     start: Annotated[
         int | None, typer.Option("--from", metavar="T", help="Window start, Unix seconds.")
     ] = None,
     end: Annotated[
         int | None, typer.Option("--to", metavar="T", help="Window end, Unix seconds.")
     ] = None,
-    now: Annotated[
-        int | None,
-        typer.Option(metavar="T", help="The present (a launch not ended is judged up to it)."),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="The report, one JSON object.")] = False,
+    now: Now = None,
+    as_json: AsJson = False,
     sign_key: Annotated[
         str | None,
         typer.Option("--sign", metavar="KEY", help="Sign a receipt: key file or pkcs11: URI."),

@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -101,34 +101,8 @@ def db_from_env(db: str | None, *others: object) -> str | None:
     return os.environ.get("ECPA_DB") or None
 
 
-EvidenceDirs = Annotated[
-    list[Path] | None,
-    typer.Option(metavar="DIR", help="The --evidence-dir of `ecpa run` (repeatable)."),
-]
-AsJson = Annotated[bool, typer.Option("--json", help="The result as one JSON object.")]
-PasswordFile = Annotated[
-    Path | None,
-    typer.Option(
-        help="File whose first line is the key's passphrase, - for standard input "
-        "(default: $ECPA_KEY_PASSWORD).",
-        show_default=False,
-    ),
-]
 #: Where a passphrase comes from, named in every refusal.
 UNLOCK_HINT = " (from $ECPA_KEY_PASSWORD or --password-file FILE)"
-
-
-#: ``--trust`` of the commands that judge launches: the operator's trust store.
-OperatorStore = Annotated[
-    Path | None,
-    typer.Option(
-        "--trust",
-        metavar="FILE",
-        help="The operator's trust store: the manager keys that certify process keys "
-        "(default: $ECPA_TRUST_STORE, else ~/.config/ecpa/trust.json; docs/keys.md).",
-        show_default=False,
-    ),
-]
 
 
 def load_key(spec: str | Path, password_file: Path | None) -> Ed25519Signer:

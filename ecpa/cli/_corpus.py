@@ -10,7 +10,8 @@ import typer
 
 from ecpa._text import json_line, safe, show
 from ecpa.cli._app import command_group
-from ecpa.cli._common import EXIT_INVALID, EXIT_OK, AsJson, echo_json, fail_usage, read_json_object
+from ecpa.cli._common import EXIT_INVALID, EXIT_OK, echo_json, fail_usage, read_json_object
+from ecpa.cli._options import JsonLines
 from ecpa.cli._progress import progress
 from ecpa.corpus.runner import BUILTIN, corpus_files, run_any, write
 
@@ -37,7 +38,7 @@ def corpus_check(
         bool, typer.Option("--builtin", help="The corpus this package carries (407 cases).")
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every case.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per case.")] = False,
+    as_json: JsonLines = False,
 ) -> None:
     """Run every case of each corpus and compare the codes; exit 0 only when all match.
 
@@ -77,7 +78,7 @@ def corpus_check(
 @corpus_app.command("generate")
 def corpus_generate(
     directory: Annotated[Path, typer.Argument(help="Where to write the corpus files.")],
-    as_json: AsJson = False,
+    as_json: JsonLines = False,
 ) -> None:
     """Write the project's corpus (deterministic: TEST ONLY seeds, fixed times): the
     published ECPA 0.1 cases byte for byte, the project's own cases, the trust-store cases.

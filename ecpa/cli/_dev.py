@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from ecpa.cli._app import command_group
-from ecpa.cli._common import AsJson, echo_json, fail_usage
+from ecpa.cli._common import echo_json, fail_usage
+from ecpa.cli._options import AsJson
 from ecpa.dev import pgcluster
 
 __all__ = ["dev_app"]

@@ -9,7 +9,8 @@ import typer
 
 from ecpa._text import json_line, safe, when
 from ecpa.cli._app import one_command
-from ecpa.cli._common import EXIT_OK, EvidenceDirs, db_from_env, fail_usage
+from ecpa.cli._common import EXIT_OK, db_from_env, fail_usage
+from ecpa.cli._options import EvidenceDirs, Limit, StoreDsn
 from ecpa.runtime import LaunchSummary, is_postgres_dsn, list_launches
 
 __all__ = ["LAUNCHES_EXAMPLES", "launches_app", "launches_command"]
@@ -45,17 +46,8 @@ def _line(launch: LaunchSummary) -> str:
 
 def launches_command(
     evidence_dir: EvidenceDirs = None,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            metavar="DSN",
-            help="Evidence store (postgresql:// DSN) `ecpa ship` fills (default: ECPA_DB, "
-            "when no --evidence-dir is given).",
-        ),
-    ] = None,
-    limit: Annotated[
-        int, typer.Option(metavar="N", help="Launches judged at most per source (1 to 1000).")
-    ] = 100,
+    db: StoreDsn = None,
+    limit: Limit = 100,
     as_json: Annotated[
         bool, typer.Option("--json", help='One JSON object: {"launches": [...], ...}.')
     ] = False,

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from ecpa.cli._app import one_command
-from ecpa.cli._common import EXIT_OK, EvidenceDirs, OperatorStore, fail_usage
+from ecpa.cli._common import EXIT_OK, fail_usage
+from ecpa.cli._options import EvidenceDirs, Limit, OperatorStore
 from ecpa.runtime import is_postgres_dsn
 
 __all__ = ["SERVE_EXAMPLES", "serve_app", "serve_command"]
@@ -68,9 +69,7 @@ def serve_command(
         float,
         typer.Option(metavar="S", help="Seconds an ended launch stays in /metrics (default 1 h)."),
     ] = 3600.0,
-    limit: Annotated[
-        int, typer.Option(metavar="N", help="Launches judged at most per source (1 to 1000).")
-    ] = 100,
+    limit: Limit = 100,
     trust: OperatorStore = None,
 ) -> None:
     """Serve runtime_effective over HTTP: API, Prometheus metrics and a status page.

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import signal
 import threading
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ecpa._text import safe
 from ecpa.cli._app import one_command
-from ecpa.cli._common import EXIT_OK, AsJson, echo_json, fail_usage
+from ecpa.cli._common import EXIT_OK, echo_json, fail_usage
+from ecpa.cli._options import AsJson, RequiredLaunchDir
 from ecpa.runtime import EvidenceStore, ShipReport, is_postgres_dsn, ship_launch
 
 __all__ = ["SHIP_EXAMPLES", "ship_app", "ship_command"]
@@ -33,7 +33,7 @@ Exit status: 0 done, 2 usage error, unreadable launch or unusable store, 3 inter
 
 
 def ship_command(
-    launch: Annotated[Path, typer.Option(help="Launch directory written by `ecpa run`.")],
+    launch: RequiredLaunchDir,
     db: Annotated[
         str,
         typer.Option(

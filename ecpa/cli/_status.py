@@ -13,6 +13,7 @@ from ecpa import runtime  # names loaded on first use: each source loads its own
 from ecpa._text import json_line, safe, when
 from ecpa.cli._app import one_command
 from ecpa.cli._common import EXIT_INVALID, EXIT_OK, db_from_env, fail_usage, read_json_object
+from ecpa.cli._options import AsJson, LaunchDir, LaunchId, Now, ReplayDb, StoreDsn
 from ecpa.errors import EcpaError
 from ecpa.profile.json.strict_json import MAX_SAFE_INTEGER
 
@@ -43,9 +44,7 @@ Exit status: 0 runtime_effective true, 1 false, 2 usage error or unreadable inpu
 
 
 def status_command(
-    launch: Annotated[
-        Path | None, typer.Option(help="Launch directory written by `ecpa run`.")
-    ] = None,
+    launch: LaunchDir = None,
     evidence: Annotated[
         Path | None, typer.Option(help="Evidence log (.jsonl); needs --trust and --binding.")
     ] = None,
@@ -60,9 +59,7 @@ def status_command(
     binding: Annotated[
         Path | None, typer.Option(help="JSON file with the expected launch (with --evidence).")
     ] = None,
-    now: Annotated[
-        int | None, typer.Option(help="Derivation time, Unix seconds (default: the clock).")
-    ] = None,
+    now: Now = None,
     max_idle: Annotated[
         int | None,
         typer.Option(
@@ -78,25 +75,13 @@ def status_command(
             "abstaining)."
         ),
     ] = None,
-    replay_db: Annotated[
-        str | None,
-        typer.Option(
-            help="Replay fence shared across runs: an SQLite file or a postgresql:// DSN "
-            "(a fence that cannot be used: exit 2)."
-        ),
-    ] = None,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            help="Evidence store (postgresql:// DSN) to judge --launch-id from "
-            "(default: ECPA_DB, when neither --launch nor --evidence is given)."
-        ),
-    ] = None,
-    launch_id: Annotated[str | None, typer.Option(help="The launch to judge from --db.")] = None,
+    replay_db: ReplayDb = None,
+    db: StoreDsn = None,
+    launch_id: LaunchId = None,
     every: Annotated[
         bool, typer.Option("--all", help="Every launch of --db without an end (a fleet).")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Derive runtime_effective: signed, fresh, bound evidence from a live process.
 

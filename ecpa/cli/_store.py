@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from ecpa.cli._app import command_group
-from ecpa.cli._common import AsJson, echo_json, fail_usage
+from ecpa.cli._common import echo_json, fail_usage
+from ecpa.cli._options import AsJson, JsonLines
 from ecpa.runtime import init_store, is_postgres_dsn, prune_store
 
 __all__ = ["store_app"]
@@ -86,7 +87,7 @@ def prune(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be dropped; drop nothing.")
     ] = False,
-    as_json: AsJson = False,
+    as_json: JsonLines = False,
 ) -> None:
     """Drop the store's days before T whose launches were all over before T.
 

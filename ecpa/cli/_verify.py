@@ -23,6 +23,7 @@ from ecpa.cli._common import (
     load_trust,
     read_json_object,
 )
+from ecpa.cli._options import JsonLines, Now, Payload, ReplayDb
 from ecpa.cli._progress import progress
 from ecpa.errors import EcpaError
 from ecpa.profile.b64 import b64u_decode
@@ -70,12 +71,8 @@ TrustOpt = Annotated[
 def verify_command(
     evidence: EvidenceArg,
     trust: TrustOpt = None,
-    payload: Annotated[
-        Path | None, typer.Option(help="Payload of a single .jws (default: its sibling .json).")
-    ] = None,
-    now: Annotated[
-        int | None, typer.Option(help="Verification time, Unix seconds (default: the clock).")
-    ] = None,
+    payload: Payload = None,
+    now: Now = None,
     at_issue: Annotated[
         bool,
         typer.Option(
@@ -90,17 +87,8 @@ def verify_command(
     binding: Annotated[
         Path | None, typer.Option(help="JSON file with the six expected binding values.")
     ] = None,
-    replay_db: Annotated[
-        str | None,
-        typer.Option(
-            help="Replay fence, an SQLite file or a postgresql:// DSN shared by several "
-            "hosts: each nonce is accepted once (a fence that cannot be used stops the "
-            "command, exit 2)."
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON object per item (JSON Lines).")
-    ] = False,
+    replay_db: ReplayDb = None,
+    as_json: JsonLines = False,
     jobs: Annotated[
         int,
         typer.Option(
@@ -191,10 +179,8 @@ def _warn(line: str) -> None:
 
 def inspect_command(
     evidence: EvidenceArg,
-    payload: Annotated[
-        Path | None, typer.Option(help="Payload of a single .jws (default: its sibling .json).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per item.")] = False,
+    payload: Payload = None,
+    as_json: JsonLines = False,
 ) -> None:
     """Show the decoded header and payload of evidence WITHOUT verifying anything.
 

@@ -236,7 +236,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
     ("target", "argv"),
     [
         ("ecpa.verify_jobs._serial.verify_evidence", ["verify", "ev.jws", "--trust", "trust.json"]),
-        ("ecpa.cli._keys.sign", ["sign", "ev.json", "--key", "k1.pem", "--out", "out"]),
+        ("ecpa.cli._sign.sign", ["sign", "ev.json", "--key", "k1.pem", "--out", "out"]),
         ("ecpa.cli._corpus.run_any", ["corpus", "check", "trust.json"]),
     ],
     ids=["verify", "sign", "corpus-check"],

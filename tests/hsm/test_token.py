@@ -255,7 +255,7 @@ def test_without_python_pkcs11_ecpa_imports_and_a_uri_says_how_to_install_it(
 ) -> None:
     code = (
         "import sys; sys.modules['pkcs11'] = None\n"
-        "import ecpa.hsm, ecpa.cli._keys, ecpa.cli._audit\n"
+        "import ecpa.hsm, ecpa.cli._sign, ecpa.cli._trust, ecpa.cli._audit\n"
         "from ecpa.hsm import open_pkcs11_key\n"
         "try:\n"
         f"    open_pkcs11_key({token.uri()!r})\n"
