@@ -168,6 +168,7 @@ def test_a_key_added_to_trust_json_gives_false(w: Written) -> None:
     doc["keys"].append(extra)
     _put_trust(w, doc)
     status = _refused_for(w, "uncertified_key")
+    assert codes(status.reasons)[0] == "uncertified_key"
     assert "'scheduler.0-4242-1'" in status.reasons[0].text
 
 
@@ -189,6 +190,7 @@ def test_a_certificate_forged_with_another_key_is_refused(w: Written) -> None:
     _put_trust(w, doc)
     _records(w, b"f" * 32)
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "ATTESTATION_UNKNOWN_KEY" in status.reasons[0].text
     assert "uncertified_key" in codes(status.reasons)
 
@@ -204,6 +206,7 @@ def test_an_altered_certificate_is_refused(w: Written) -> None:
 
     _with(w, record_line(Evidence(evidence.payload, evidence.detached_jws, body)))
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "ATTESTATION_EVIDENCE_DIGEST_MISMATCH" in status.reasons[0].text
 
 
@@ -211,6 +214,7 @@ def test_a_certificate_of_another_launch_is_refused(w: Written, tmp_path: Path) 
     other = write_launch(tmp_path / "b", slots=1, records=3, now=NOW, launch_id="launch-other")
     _with(w, _certificates(other)[1])
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "launch-other" in status.reasons[0].text
 
 
@@ -221,6 +225,7 @@ def test_a_certificate_repeated_is_refused_and_the_rest_not_read(w: Written) -> 
     [seal, line] = _certificates(w)
     _put_certificates(w, [seal, line, *[line] * 5000])
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[:2] == ["enrollment_refused", "enrollment_refused"]
     assert "line 3: expected seq above 2" in status.reasons[0].text
     assert "4999 later line(s) of enrollments.jsonl not read" in status.reasons[1].text
 
@@ -242,6 +247,7 @@ def test_a_kid_that_names_another_process_is_refused(w: Written) -> None:
     )
     _with(w, line)
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "for the process it names" in status.reasons[0].text
 
 
@@ -286,6 +292,7 @@ def test_a_manager_key_the_operator_disabled_certifies_nothing(w: Written) -> No
     disabled = TrustStore.from_dict({"schema": "ecpa-trust-store/0.1", "keys": [entry]})
     status = _status(w, OperatorTrust(disabled, "test"))
     assert not status.effective
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "ATTESTATION_TRUST_POLICY" in status.reasons[0].text
 
 
@@ -479,6 +486,7 @@ def test_a_certificate_whose_statement_says_otherwise_than_its_body_is_refused(
     line = _signed_with(monkeypatch, w, _enrollment(w, b"\0" * 31 + b"k"), **statement)
     _with(w, line)
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert why in status.reasons[0].text
 
 
@@ -488,6 +496,7 @@ def test_a_closing_before_the_key_was_enrolled_is_refused(w: Written) -> None:
     )
     _with(w, closing)
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "enrolled before it is closed" in status.reasons[0].text
 
 
@@ -503,6 +512,7 @@ def test_a_certificate_of_a_small_order_key_is_refused(w: Written) -> None:
     )
     _with(w, line)
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "ECPA_INVALID_KEY" in status.reasons[0].text
 
 
@@ -532,6 +542,7 @@ def test_launch_json_changed_after_the_manager_sealed_it_gives_false(
     doc.update(change)
     path.write_text(json.dumps(doc))
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert status.reasons[0].text.startswith("enrollments.jsonl line 1: expected "), why
 
 
@@ -539,6 +550,7 @@ def test_without_the_managers_seal_launch_json_is_not_trusted(w: Written) -> Non
     [_, key] = _certificates(w)
     _put_certificates(w, [key])
     status = _refused_for(w, "enrollment_refused")
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "expected the launch certificate first" in status.reasons[0].text
 
 
@@ -575,6 +587,7 @@ def test_a_01_claim_of_a_launch_with_certificates_is_refused(w: Written) -> None
         operator=OperatorTrust(operator, "t"),
     )
     assert not status.effective
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "a 0.1 launch (no manager) with the manager's" in status.reasons[0].text
 
 
@@ -599,6 +612,7 @@ def test_a_certificate_under_another_issuer_is_refused(w: Written) -> None:
     _with(w, line)
     status = _status(w, OperatorTrust(operator, "t"))
     assert not status.effective
+    assert codes(status.reasons)[0] == "enrollment_refused"
     assert "expected issuer 'urn:ecpa:manager'" in status.reasons[0].text
 
 

@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 
 from dla_plugin.host_evidence import Occurrence, host_event
-from ecpa.runtime import HostBook, HostCounts, check_journal, epoch_of, host_line, parse_host_line
+from ecpa.runtime import (
+    HostBook,
+    HostCounts,
+    HostEventCode,
+    HostEventRefused,
+    check_journal,
+    epoch_of,
+    host_line,
+    parse_host_line,
+)
 from ecpa.runtime.host.audit import bounded_lines
 from ecpa.runtime.model.host_journal import CHAIN_START, chain_step
 
@@ -156,14 +165,16 @@ def test_the_book_refuses_what_the_sink_would() -> None:
     book = HostBook()
     lines = journal(["selected", "selected"])
     dispatch = parse_host_line(lines[1])
-    with pytest.raises(Exception, match="host_event_unresolved_controller"):
+    with pytest.raises(HostEventRefused) as refused:
         book.check(dispatch)  # no resolution yet
+    assert refused.value.reason is HostEventCode.UNRESOLVED
     for line in lines:
         parsed = parse_host_line(line)
         book.check(parsed)
         book.add(parsed)
-    with pytest.raises(Exception, match="host_event_replayed"):
+    with pytest.raises(HostEventRefused) as refused:
         book.check(dispatch)
+    assert refused.value.reason is HostEventCode.REPLAYED
     other = parse_host_line(
         host_line(
             host_event(
@@ -186,8 +197,9 @@ def test_the_book_refuses_what_the_sink_would() -> None:
             )
         )
     )
-    with pytest.raises(Exception, match="host_event_policy_changed"):
+    with pytest.raises(HostEventRefused) as refused:
         book.check(other)
+    assert refused.value.reason is HostEventCode.POLICY_CHANGED
 
 
 def test_accounts_carry_consistent_counts() -> None:
