@@ -65,5 +65,7 @@ def test_an_older_record_has_exactly_its_schemas_members() -> None:
     parsed = parse_counters(older)
     assert isinstance(parsed, Counters)
     assert parsed.to_bytes() == older  # no member of 0.3 appears
-    with pytest.raises(EcpaError, match="without member 'changed'"):
+    with pytest.raises(EcpaError) as caught:
         parse_counters(canonicalize({**doc, "schema": COUNTERS_SCHEMA_02, "changed": 0}))
+    assert caught.value.code is ErrorCode.INVALID_RECORD
+    assert "without member 'changed'" in caught.value.detail  # the member of 0.3 it holds

@@ -693,8 +693,10 @@ def test_a_version_1_store_is_brought_up_to_date_by_a_writer(pg_dsn: str, writte
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE ecpa_reader_checkpoint")
         conn.execute("UPDATE ecpa_schema SET version = 1 WHERE component = 'evidence_store'")
-    with pytest.raises(EcpaError, match="found version 1"):
+    with pytest.raises(EcpaError) as refused:
         remote(pg_dsn, written)  # a reader does not change the store
+    assert refused.value.code is ErrorCode.EVIDENCE_STORE
+    assert "found version 1" in refused.value.detail
     ship(pg_dsn, written)  # a writer upgrades it
     assert remote(pg_dsn, written).effective
 

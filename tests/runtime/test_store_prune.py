@@ -88,8 +88,11 @@ def test_prune_drops_days_of_ended_launches_and_keeps_a_day_a_live_one_needs(
     assert stored_lines(pg_dsn, "launch-a") == []
     assert _sql(pg_dsn, "SELECT launch_id FROM ecpa_launch") == [("launch-live",)]
     assert _sql(pg_dsn, "SELECT DISTINCT launch_id FROM ecpa_ship_position") == [("launch-live",)]
-    with pytest.raises(EcpaError, match="found none"):
+    with pytest.raises(EcpaError) as refused:
         remote(pg_dsn, a)
+    assert refused.value.code is ErrorCode.EVIDENCE_STORE
+    assert "expected launch 'launch-a'" in refused.value.detail  # pruned with its day
+    assert "found none" in refused.value.detail
     assert decision(remote(pg_dsn, live)) == before  # what stays is untouched
 
 
@@ -142,8 +145,10 @@ def test_a_version_3_store_is_partitioned_by_a_writer_its_lines_kept(
         "UPDATE ecpa_schema SET version = 3 WHERE component = 'evidence_store'",
     ):
         _sql(pg_dsn, statement)
-    with pytest.raises(EcpaError, match="found version 3"):
+    with pytest.raises(EcpaError) as refused:
         remote(pg_dsn, w)  # a reader does not change the store
+    assert refused.value.code is ErrorCode.EVIDENCE_STORE
+    assert "found version 3" in refused.value.detail
     ship(pg_dsn, w)  # a writer upgrades it
     assert sorted(stored_lines(pg_dsn, w.directory.name)) == lines
     day = _sql(pg_dsn, "SELECT day FROM ecpa_launch")[0][0]
