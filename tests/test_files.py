@@ -119,6 +119,7 @@ def test_a_symlink_through_a_directory_others_may_write_is_refused(
     link.symlink_to(target)
     with pytest.raises(EcpaError) as caught:
         read_bounded(link, 10, ErrorCode.INVALID_KEY, follow=True)
+    assert caught.value.code is ErrorCode.INVALID_KEY  # the caller's code
     assert f"found {shared} with uid" in caught.value.detail
     assert "not followed" in caught.value.detail
     # The same link is never followed where the tools read their own files.
@@ -136,4 +137,5 @@ def test_a_symlink_to_a_fifo_or_a_device_is_still_refused(tmp_path: Path) -> Non
         link.symlink_to(target)
         with pytest.raises(EcpaError) as caught:
             read_bounded(link, 10, ErrorCode.INVALID_INPUT, follow=True)
+        assert caught.value.code is ErrorCode.INVALID_INPUT
         assert "symlink" in caught.value.detail  # refused, by kind or by mode

@@ -412,7 +412,8 @@ def test_finish_writes_exit_json_even_when_the_trust_store_fails(tmp_path: Path)
     launch.trust_file.write_text("{broken")  # cannot be read, so cannot be closed
     with pytest.raises(ecpa.EcpaError) as exc_info:
         finish_launch(launch, ended_at=1_800_000_020, result=LaunchExit(0))
-    assert "trust.json" in exc_info.value.detail
+    assert exc_info.value.code is ecpa.ErrorCode.INVALID_INPUT
+    assert "trust.json" in exc_info.value.detail  # names the file it could not write
     assert read_json(launch.exit_file)["ended_at"] == 1_800_000_020
     # and status says the launch ended, not an error about the store
     status = status_from_launch_dir(launch.directory, now=1_800_000_030)
@@ -428,7 +429,8 @@ def test_finish_closes_the_window_even_when_exit_json_fails(tmp_path: Path) -> N
     launch.exit_file.mkdir()  # exit.json cannot be replaced by a file
     with pytest.raises(ecpa.EcpaError) as exc_info:
         finish_launch(launch, ended_at=1_800_000_020, result=LaunchExit(0))
-    assert "exit.json" in exc_info.value.detail
+    assert exc_info.value.code is ecpa.ErrorCode.INVALID_INPUT
+    assert "exit.json" in exc_info.value.detail  # names the file it could not write
     assert read_json(launch.trust_file)["keys"][0]["not_after"] == 1_800_000_020
 
 

@@ -221,6 +221,7 @@ def test_the_fleet_verdict_judges_every_launch_not_ended_as_status_does(
 ) -> None:
     import json as json_module
 
+    from ecpa.errors import ErrorCode
     from ecpa.runtime.stores.fleet import fleet_status
     from ecpa.runtime.stores.remote import status_from_store
     from tests.runtime.test_ship import decision
@@ -250,6 +251,7 @@ def test_the_fleet_verdict_judges_every_launch_not_ended_as_status_does(
     odd = entries[2]
     assert odd.status is None
     assert odd.error is not None
+    assert odd.error.code is ErrorCode.EVIDENCE_STORE
     assert "launch-f0" in odd.error.detail  # named: the launch.json is of another launch
     few, more = fleet_status(pg_dsn, now=NOW, limit=1)
     assert [e.launch_id for e in few] == ["launch-f0"]
