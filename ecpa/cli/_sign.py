@@ -11,12 +11,13 @@ from typing import Annotated
 import typer
 
 from ecpa._files import write_new
-from ecpa._text import show
+from ecpa._text import safe, show
 from ecpa.cli._app import one_command
 from ecpa.cli._common import UNLOCK_HINT, echo_json, fail_usage, load_key, read_json_object
 from ecpa.cli._options import AsJson, Issuer, Kid, NotAfter, NotBefore, PasswordFile, Subjects
-from ecpa.hsm import key_password
-from ecpa.profile.keys import SigningKey
+from ecpa.errors import EcpaError
+from ecpa.hsm import is_pkcs11_uri, key_password
+from ecpa.profile.keys import SigningKey, VerifyKey, load_public_key
 from ecpa.profile.sign import sign
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
 from ecpa.runtime import add_trust_entry, check_trust_addition, trust_entry, validity_window
@@ -41,6 +42,25 @@ def _refuse_existing(*paths: Path, why: str = "use --force to replace it") -> No
             raise fail_usage(f"expected {path} not to exist ({why}), found it")
 
 
+def _other_kid(key: str, kid: str, public: VerifyKey) -> str | None:
+    """Without --trust, a note when keygen's public half of the statement's ``kid``
+    (KID.pub.pem) lies beside the key file ``key`` and is another key: verify will refuse
+    the signature. Only a note: a stray file is no proof, a trust store is (--trust)."""
+    if is_pkcs11_uri(key):
+        return None
+    theirs = Path(key).parent / f"{_stem(kid)}.pub.pem"
+    try:
+        if not theirs.is_file() or load_public_key(theirs) == public:
+            return None
+    except (EcpaError, OSError):
+        return None  # not a key keygen wrote: nothing to say
+    return (
+        f"expected the key of the statement's kid {safe(repr(kid))} (its public half is "
+        f"{show(theirs)}), found another key in {show(key)}: verification will refuse the "
+        "signature (--trust FILE checks the key against a trust store)"
+    )
+
+
 def sign_command(
     statement: Annotated[Path, typer.Argument(help="The statement, a JSON object.")],
     key: KeyFile,
@@ -51,21 +71,36 @@ def sign_command(
         ),
     ] = None,
     force: Annotated[bool, typer.Option(help="Replace existing output files.")] = False,
+    trust: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Refuse unless this trust store trusts KEY for the statement's issuer and kid.",
+            show_default=False,
+        ),
+    ] = None,
     password_file: PasswordFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Sign a statement into PREFIX.json (its JCS payload) and PREFIX.jws (detached JWS).
 
-    An invalid statement is refused with the code a verifier would give (exit 1). An
-    encrypted key's passphrase comes from $ECPA_KEY_PASSWORD or --password-file; a token's
-    PIN (--key 'pkcs11:...') from the URI's pin-source, --password-file or $ECPA_PKCS11_PIN.
+    An invalid statement is refused with the code a verifier would give (exit 1), and so is
+    a KEY that --trust FILE does not trust for the statement's kid. An encrypted key's
+    passphrase comes from $ECPA_KEY_PASSWORD or --password-file; a token's PIN (--key
+    'pkcs11:...') from the URI's pin-source, --password-file or $ECPA_PKCS11_PIN.
 
     \b
     Example:
       ecpa sign statement.json --key demo-key.pem --out evidence
     """
     doc = read_json_object(statement, "statement", evidence=True)
-    signed = sign(doc, load_key(key, password_file))
+    signer = load_key(key, password_file)
+    signed = sign(doc, signer)
+    issuer, kid = signed.statement.issuer, signed.statement.kid
+    if trust is not None:  # before anything is written
+        TrustStore.load(trust).check_signer(issuer, kid, signer.public_key)
+    elif (note := _other_kid(key, kid, signer.public_key)) is not None:
+        typer.echo(f"ecpa sign: note: {note}", err=True)
     prefix = out if out is not None else statement.with_name(statement.stem + ".signed")
     jws_path, payload_path = Path(f"{prefix}.jws"), Path(f"{prefix}.json")
     if not force:
@@ -76,7 +111,7 @@ def sign_command(
         digest = hashlib.sha256(signed.payload).hexdigest()
         echo_json(
             {"statement": str(statement), "jws": str(jws_path), "payload": str(payload_path)}
-            | {"issuer": signed.statement.issuer, "kid": signed.statement.kid}
+            | {"issuer": issuer, "kid": kid}
             | {"payload_sha256": digest}
         )
     else:

@@ -176,6 +176,36 @@ class TrustStore:
         """The entry for ``(issuer, kid)``, or ``None``. Names compare exactly, unnormalized."""
         return self._keys.get((issuer, kid))
 
+    def check_signer(self, issuer: str, kid: str, key: VerifyKey) -> None:
+        """That ``key`` is the one this store trusts for ``(issuer, kid)``: what a signer can
+        check before signing (``ecpa sign --trust``), so that a statement naming one key is
+        not signed with another, to fail at PROFILE §3 step 18 or 20 later.
+
+        Raises:
+            EcpaError: the code verification would give, ``ATTESTATION_UNKNOWN_KEY`` (no
+                entry for ``(issuer, kid)``) or ``ATTESTATION_INVALID_SIGNATURE`` (the entry
+                holds another key); the detail names the kids this store trusts ``key`` for.
+        """
+        trusted = self.lookup(issuer, kid)
+        if trusted is not None and trusted.key == key:
+            return
+        theirs = ", ".join(
+            f"kid {t.entry.kid!r} of issuer {t.entry.issuer!r}" for t in self if t.key == key
+        )
+        if trusted is None:
+            raise EcpaError(
+                ErrorCode.UNKNOWN_KEY,
+                f"expected a trusted key for issuer {issuer!r} and kid {kid!r}, found none"
+                + (f" (the key given is trusted for {theirs})" if theirs else ""),
+            )
+        raise EcpaError(
+            ErrorCode.INVALID_SIGNATURE,
+            f"expected the key trusted for issuer {issuer!r} and kid {kid!r}, found "
+            + (
+                f"the key trusted for {theirs}" if theirs else "a key the trust store does not hold"
+            ),
+        )
+
     def __len__(self) -> int:
         return len(self._keys)
 

@@ -193,7 +193,10 @@ def verify_encoded(
         signing_input = jws.signing_input(header_b64, payload)
     else:
         signing_input = b".".join((header_b64.encode("ascii"), payload_b64))
-    trusted.key.verify(signature, signing_input)  # step 20
+    try:
+        trusted.key.verify(signature, signing_input)  # step 20
+    except EcpaError as exc:
+        raise _signature_failure(exc, trust_store, trusted, signature, signing_input) from None
     _check_times(statement, now, policy)  # steps 21-23
     if binding is not None and (  # step 24: the six values at once, then each by name
         binding.plan_id,
@@ -222,3 +225,33 @@ def verify_encoded(
         Verified,
         {"statement": statement, "payload": payload, "header": header, "trusted_key": trusted},
     )
+
+
+#: Other keys of the statement's issuer tried when step 20 fails, to name the one that signed.
+_OTHER_KEYS_TRIED = 8
+
+
+def _signature_failure(
+    failed: EcpaError,
+    store: TrustStore,
+    trusted: TrustedKey,
+    signature: bytes,
+    signing_input: bytes,
+) -> EcpaError:
+    """PROFILE §3 step 20 failed: ``failed``, unless another key the store trusts for the same
+    issuer made the signature (a statement naming one kid, signed with the key of another),
+    which the detail then names beside the statement's kid; the code is the same. At most
+    :data:`_OTHER_KEYS_TRIED` keys are tried, and only on this failing path."""
+    issuer, kid = trusted.entry.issuer, trusted.entry.kid
+    others = [t for t in store if t.entry.issuer == issuer and t is not trusted]
+    for other in others[:_OTHER_KEYS_TRIED]:
+        try:
+            other.key.verify(signature, signing_input)
+        except EcpaError:
+            continue
+        return EcpaError(
+            ErrorCode.INVALID_SIGNATURE,
+            f"expected a signature by the key of kid {kid!r} (the statement's), found one by "
+            f"the key of kid {other.entry.kid!r} of the same issuer",
+        )
+    return failed

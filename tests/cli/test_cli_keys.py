@@ -154,6 +154,65 @@ def test_sign_missing_statement_exits_2(here: Path) -> None:
     assert ecpa_main("sign", "st.json").status == 2  # --key is required
 
 
+# --- sign: a key other than the statement's kid names ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kid", "code"),
+    [("test-key-2", "ATTESTATION_INVALID_SIGNATURE"), ("test-key-9", "ATTESTATION_UNKNOWN_KEY")],
+    ids=["another-entrys-kid", "no-entry"],
+)
+def test_sign_with_trust_refuses_a_key_the_store_does_not_trust_for_the_kid(
+    here: Path, kid: str, code: str
+) -> None:
+    """--trust: the code verification would give (exit 1), naming the statement's kid and
+    the kid the store trusts KEY for; nothing written."""
+    write_json(here / "st.json", statement(kid=kid))
+    run = ecpa_main(
+        "sign", "st.json", "--key", "k1.pem", "--out", "ev", "--trust", write_trust(here)
+    )
+    assert run.status == 1, run
+    assert run.err.startswith(f"ecpa: {code}: ")
+    assert f"'{kid}'" in run.err
+    assert "'test-key-1'" in run.err
+    assert not Path("ev.json").exists()
+    assert not Path("ev.jws").exists()
+
+
+def test_sign_with_trust_signs_with_the_key_trusted_for_the_kid(here: Path) -> None:
+    run = ecpa_main(
+        "sign", "st.json", "--key", "k1.pem", "--out", "ev", "--trust", write_trust(here)
+    )
+    assert (run.status, run.err) == (0, ""), run
+    assert verify("ev.jws", trust=write_trust(here)).status == 0
+    Path("bad-trust.json").write_text("{}")
+    run = ecpa_main(
+        "sign", "st.json", "--key", "k1.pem", "--out", "ev2", "--trust", "bad-trust.json"
+    )
+    assert run.status == 2, run  # an unusable store is a usage error, as for verify
+    assert run.err.startswith("ecpa: ATTESTATION_TRUST_STORE_CONFIG: ")
+
+
+def test_sign_notes_keygens_public_half_of_another_key_for_the_kid(here: Path) -> None:
+    """Without --trust, KID.pub.pem beside the key file (as keygen writes it) holding another
+    key is a note on stderr; the pair is still written. Verification then names both kids."""
+    write_json(here / "st.json", statement(kid="test-key-2"))
+    (here / "test-key-2.pub.pem").write_bytes(KEY_2.public_key.to_pem())
+    run = ecpa_main("sign", "st.json", "--key", "k1.pem", "--out", "ev")
+    assert run.status == 0, run
+    assert run.err.startswith("ecpa sign: note: expected the key of the statement's kid ")
+    assert "test-key-2.pub.pem" in run.err
+    assert "k1.pem" in run.err
+    run = verify("ev.jws", trust=write_trust(here))
+    assert run.status == 1, run
+    assert run.lines[0].startswith("FAIL ev.jws ATTESTATION_INVALID_SIGNATURE: ")
+    assert "'test-key-2'" in run.lines[0]
+    assert "'test-key-1'" in run.lines[0]
+    (here / "test-key-2.pub.pem").write_bytes(KEY_1.public_key.to_pem())  # the key itself
+    run = ecpa_main("sign", "st.json", "--key", "k1.pem", "--out", "ev", "--force")
+    assert (run.status, run.err) == (0, ""), run
+
+
 # --- keygen ------------------------------------------------------------------------------
 
 
