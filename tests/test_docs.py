@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +69,27 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").rstrip("\n").splitlines()[-1]
     assert ci == tests_command
     assert "scripts/chromium-up" in ci  # the page tests' browser, installed when missing
+
+
+def test_the_readmes_quick_start_runs_as_written(tmp_path: Path) -> None:
+    """README.md's quick start, as written, in an empty directory with the installed ``ecpa``
+    on PATH (where ``. .venv/bin/activate`` puts it): every command succeeds and the evidence
+    verifies at the current time, so nothing in it may be dated once and for all."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)\n```", readme, flags=re.DOTALL)
+    (quick_start,) = [block for block in blocks if "cat > statement.json" in block]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECPA_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(
+        ["bash", "-e", "-u", "-c", quick_start],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "\nOK evidence.jws issuer=urn:ecpa:issuer:host-a kid=key-1 " in done.stdout
+    assert "UNVERIFIED evidence.jws" in done.stdout
