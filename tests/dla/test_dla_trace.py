@@ -246,6 +246,7 @@ def test_the_message_reads_as_documented(tmp_path: Path) -> None:
     path = _write(tmp_path, HEADER + "0,1,1\n1,1,0\n")
     with pytest.raises(WorkloadError) as info:
         load_trace(path)
+    assert info.value.code == "value"
     assert str(info.value) == (
         f"{path}:3: column 'num_decode_tokens': expected an integer >= 1 of at most 18 "
         "digits, found '0' (a replayed request needs at least one token of each: prefill "
