@@ -406,7 +406,8 @@ def test_a_02_plan_is_read_with_host_evidence_off_and_keeps_its_plan_id() -> Non
     assert old.plan_id == "plan:sha256:" + hashlib.sha256(ecpa.canonicalize(content)).hexdigest()
     with pytest.raises(ecpa.EcpaError) as exc_info:  # 0.2 has no such member
         parse(plan_doc(schema="ecpa-plan/0.2", host_evidence="required"))
-    assert "host_evidence" in exc_info.value.detail
+    assert exc_info.value.code is INVALID
+    assert "host_evidence" in exc_info.value.detail  # the member named
 
 
 def test_host_evidence_required_of_the_bundle_takes_its_policy(bundle: Path) -> None:
@@ -425,9 +426,11 @@ def test_host_evidence_required_of_the_bundle_takes_its_policy(bundle: Path) -> 
     other = parse(plan_doc(plugin_id="someone.else/policy"))
     with pytest.raises(ecpa.EcpaError) as exc_info:
         with_host_evidence(other, "required")
-    assert "host_policy" in exc_info.value.detail
-    with pytest.raises(ecpa.EcpaError):
+    assert exc_info.value.code is INVALID
+    assert "host_policy" in exc_info.value.detail  # what is missing, named
+    with pytest.raises(ecpa.EcpaError) as exc_info:
         with_host_evidence(plan, "sometimes")
+    assert exc_info.value.code is INVALID
 
 
 def replace_policy(plan: Plan) -> Plan:
@@ -442,7 +445,8 @@ def test_a_manifest_without_the_component_gives_no_policy(bundle: Path) -> None:
     assert plan.host_policy is None  # host evidence off: nothing to pin
     with pytest.raises(ecpa.EcpaError) as exc_info:
         with_host_evidence(plan, "required")
-    assert "implementation_ref" in exc_info.value.detail
+    assert exc_info.value.code is INVALID
+    assert "implementation_ref" in exc_info.value.detail  # what is missing, named
 
 
 def test_reading_a_plan_imports_no_pydantic() -> None:
