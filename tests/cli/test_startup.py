@@ -1,4 +1,4 @@
-"""Start-up is paid for by what runs (issue 27): ``ecpa --version`` loads neither typer nor
+"""Start-up is paid for by what runs: ``ecpa --version`` loads neither typer nor
 the library, ``ecpa --help`` lists every command without importing one, and a command
 imports only its own module. Speed itself is measured by ``python -m bench.startup``."""
 
