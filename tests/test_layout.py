@@ -4,10 +4,14 @@ plugin never imports its simulator, modules stay small, and the public API did n
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import json
+import re
 import subprocess
 import sys
-from importlib.metadata import entry_points
+from collections.abc import Callable
+from importlib.metadata import entry_points, version
 from pathlib import Path
 
 import pytest
@@ -250,9 +254,73 @@ def test_importing_the_plugin_imports_no_simulator() -> None:
     assert [m for m in loaded if m == "ecpa" or m.startswith("ecpa.")] == []
 
 
-@pytest.mark.parametrize("name", sorted(ecpa.__all__))
-def test_public_api_still_importable_from_ecpa(name: str) -> None:
-    assert getattr(ecpa, name) is not None
+#: The document that lists the public API: docs/profile.md (§9 "Python API", and the
+#: sections it refers to: the error codes, the trust store, the encodings).
+API_DOC = ROOT / "docs" / "profile.md"
+
+#: Public names docs/profile.md does not name yet, each with what is missing. Strict xfail:
+#: once the document names one, its test passes and the entry must go.
+UNDOCUMENTED: dict[str, str] = {
+    "PostgresReplayFence": "named in docs/runtime.md only, not in the API's document",
+    "Process": "the statement's process model, exported but not described",
+    "Statement": "the parsed statement model, exported but not described",
+    "TRUST_STORE_SCHEMA": "the trust store's schema constant, exported but not named",
+    "TrustEntry": "a trust store's entry model, exported but not described",
+}
+
+#: ``ecpa.__all__`` without ``__version__`` (a plain string, checked on its own).
+PUBLIC = sorted(set(ecpa.__all__) - {"__version__"})
+
+
+def _own_doc(obj: object) -> str:
+    """The docstring ``obj`` carries itself: never a base class's, nor the signature line a
+    dataclass or a shape writes for a class without one."""
+    doc = vars(obj).get("__doc__") if isinstance(obj, type) else getattr(obj, "__doc__", None)
+    doc = (doc or "").strip()
+    generated = doc.startswith(f"{getattr(obj, '__name__', '')}(") and "\n" not in doc
+    return "" if generated else doc
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_each_public_name_is_the_packages_own_and_says_what_it_is(name: str) -> None:
+    """Each name ``ecpa`` exports resolves to the object of the ``ecpa`` module the facade
+    says it lives in; a class or function is defined in the package (not re-exported from a
+    dependency) and carries its own docstring (STYLE rule 9)."""
+    home = ecpa._EXPORTS[name]
+    assert home == "ecpa" or home.startswith("ecpa."), home
+    obj = getattr(ecpa, name)
+    assert obj is getattr(importlib.import_module(home), name)
+    if isinstance(obj, type) or inspect.isfunction(obj):
+        assert obj.__module__.startswith("ecpa."), obj.__module__
+        assert _own_doc(obj), f"{name} has no docstring"
+    else:
+        assert isinstance(obj, str), repr(obj)  # the schema and profile identifiers
+        assert obj
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=UNDOCUMENTED[n]))
+        if n in UNDOCUMENTED
+        else n
+        for n in PUBLIC
+    ],
+)
+def test_each_public_name_is_in_the_api_document(name: str) -> None:
+    assert re.search(rf"\b{re.escape(name)}\b", API_DOC.read_text(encoding="utf-8")), name
+
+
+def test_every_name_the_api_document_gives_is_exported() -> None:
+    """Each ``ecpa.<name>`` the API's document shows is still in ``ecpa.__all__`` (a
+    subpackage it names, ``ecpa.runtime`` say, is not a name of the facade); and
+    ``__version__`` is the installed distribution's."""
+    named = set(re.findall(r"\becpa\.([A-Za-z_]\w*)", API_DOC.read_text(encoding="utf-8")))
+    subpackages = {n for n in named if (ROOT / "ecpa" / n / "__init__.py").is_file()}
+    assert len(named - subpackages) >= 10, named  # guards the test itself
+    assert sorted(named - subpackages - set(ecpa.__all__)) == []
+    assert sorted(set(UNDOCUMENTED) - set(PUBLIC)) == []  # no entry outlives its name
+    assert ecpa.__version__ == version("ecpa")
 
 
 def test_entry_points_resolve() -> None:
@@ -452,20 +520,132 @@ def test_the_tests_mirror_the_rooms() -> None:
     assert not_packages == []
 
 
+def _is_e2e(node: ast.expr) -> bool:
+    """Whether ``node`` is ``pytest.mark.e2e``, or a list or tuple holding it."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return any(_is_e2e(element) for element in node.elts)
+    return ast.unparse(node) == "pytest.mark.e2e"
+
+
+def _marks_e2e(body: list[ast.stmt]) -> bool:
+    """Whether ``body`` (a module's or a class's) sets ``pytestmark`` to include e2e."""
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+        and _is_e2e(node.value)
+        for node in body
+    )
+
+
+def _asks_for(node: ast.FunctionDef) -> set[str]:
+    """The fixtures a test or fixture asks for: its parameters and ``usefixtures``."""
+    args = node.args
+    used = {
+        arg.value
+        for d in node.decorator_list
+        if isinstance(d, ast.Call) and ast.unparse(d.func) == "pytest.mark.usefixtures"
+        for arg in d.args
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+    }
+    return {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]} | used
+
+
+Fixtures = dict[str, tuple[set[str], bool]]
+
+
+def _fixtures(tree: ast.Module) -> Fixtures:
+    """Each fixture a module defines: the fixtures it asks for, and whether it is autouse."""
+    return {
+        node.name: (_asks_for(node), "autouse=True" in ast.unparse(d))
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        for d in node.decorator_list
+        if ast.unparse(d).startswith("pytest.fixture")
+    }
+
+
+def _reaches(
+    names: set[str], fixtures: Fixtures, e2e: frozenset[str], seen: frozenset[str]
+) -> bool:
+    """Whether asking for ``names`` asks, through any chain of fixtures, for one of ``e2e``."""
+    return any(
+        name in e2e
+        or (name in fixtures and _reaches(fixtures[name][0], fixtures, e2e, seen | {name}))
+        for name in names - seen
+    )
+
+
+def _marked(
+    body: list[ast.stmt], inherited: bool, e2e_fixtures: Callable[[set[str]], bool]
+) -> list[str]:
+    """The tests of ``body`` (``Class::test`` in a class) marked e2e."""
+    found = []
+    for node in body:
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            own = any(_is_e2e(d) for d in node.decorator_list) or _marks_e2e(node.body)
+            inner = _marked(node.body, inherited or own, e2e_fixtures)
+            found += [f"{node.name}::{name}" for name in inner]
+        elif (
+            isinstance(node, ast.FunctionDef)
+            and node.name.startswith("test")
+            and (
+                inherited
+                or any(_is_e2e(d) for d in node.decorator_list)
+                or e2e_fixtures(_asks_for(node))
+            )
+        ):
+            found.append(node.name)
+    return found
+
+
+def e2e_tests(tests: Path) -> list[str]:
+    """The test functions under ``tests`` that pytest marks e2e, found by reading the files:
+    a module's ``pytestmark``, a class's decorators or ``pytestmark``, a function's
+    decorators, and conftest's rule that a test asking (through any chain of fixtures) for
+    one of :data:`tests.conftest.E2E_FIXTURES` is e2e. One entry per function, whatever
+    its parametrization."""
+    from tests.conftest import E2E_FIXTURES
+
+    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(tests.rglob("*.py"))}
+    by_module = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in trees}
+    marked = []
+    for path, tree in trees.items():
+        if not path.name.startswith("test_"):
+            continue
+        fixtures: Fixtures = {}
+        for folder in reversed([d for d in path.parents if d.is_relative_to(tests)]):
+            if folder / "conftest.py" in trees:
+                fixtures.update(_fixtures(trees[folder / "conftest.py"]))
+        for node in tree.body:  # fixtures imported from a helper module (tests._x)
+            if isinstance(node, ast.ImportFrom) and node.module in by_module:
+                theirs = _fixtures(trees[by_module[node.module]])
+                fixtures.update(
+                    {a.asname or a.name: theirs[a.name] for a in node.names if a.name in theirs}
+                )
+        fixtures.update(_fixtures(tree))
+        prefix = path.relative_to(ROOT).as_posix()
+        marked += [f"{prefix}::{name}" for name in _e2e_in(tree, fixtures, E2E_FIXTURES)]
+    return marked
+
+
+def _e2e_in(tree: ast.Module, fixtures: Fixtures, e2e: frozenset[str]) -> list[str]:
+    """The tests of one module marked e2e, given the fixtures it sees."""
+    autouse = {name for name, (_, auto) in fixtures.items() if auto}
+
+    def asks_e2e(names: set[str]) -> bool:
+        return _reaches(names | autouse, fixtures, e2e, frozenset())
+
+    return _marked(tree.body, _marks_e2e(tree.body), asks_e2e)
+
+
 def test_real_process_tests_are_marked() -> None:
     """``pytest -m "not e2e"`` is the quick loop: at least 20 tests start real processes and
-    say so."""
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "e2e", "tests"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    marked = [line for line in out.stdout.splitlines() if "::" in line]
-    assert len(marked) >= 20, out.stdout[-2000:]
-    assert any("test_e2e_launch" in line for line in marked)
+    say so. Counted by reading the test files (:func:`e2e_tests`), one per test function, not
+    per parametrized item; ``pytest --collect-only -m e2e`` selected the same 197 functions
+    (280 items) when this was written."""
+    marked = e2e_tests(ROOT / "tests")
+    assert len(marked) >= 20, marked
+    assert any(m.startswith("tests/launcher/test_e2e_launch.py::") for m in marked)
 
 
 def test_other_rooms_use_the_runtime_through_its_facade() -> None:
