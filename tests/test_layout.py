@@ -258,16 +258,6 @@ def test_importing_the_plugin_imports_no_simulator() -> None:
 #: sections it refers to: the error codes, the trust store, the encodings).
 API_DOC = ROOT / "docs" / "profile.md"
 
-#: Public names docs/profile.md does not name yet, each with what is missing. Strict xfail:
-#: once the document names one, its test passes and the entry must go.
-UNDOCUMENTED: dict[str, str] = {
-    "PostgresReplayFence": "named in docs/runtime.md only, not in the API's document",
-    "Process": "the statement's process model, exported but not described",
-    "Statement": "the parsed statement model, exported but not described",
-    "TRUST_STORE_SCHEMA": "the trust store's schema constant, exported but not named",
-    "TrustEntry": "a trust store's entry model, exported but not described",
-}
-
 #: ``ecpa.__all__`` without ``__version__`` (a plain string, checked on its own).
 PUBLIC = sorted(set(ecpa.__all__) - {"__version__"})
 
@@ -298,15 +288,7 @@ def test_each_public_name_is_the_packages_own_and_says_what_it_is(name: str) -> 
         assert obj
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=UNDOCUMENTED[n]))
-        if n in UNDOCUMENTED
-        else n
-        for n in PUBLIC
-    ],
-)
+@pytest.mark.parametrize("name", PUBLIC)
 def test_each_public_name_is_in_the_api_document(name: str) -> None:
     assert re.search(rf"\b{re.escape(name)}\b", API_DOC.read_text(encoding="utf-8")), name
 
@@ -319,7 +301,6 @@ def test_every_name_the_api_document_gives_is_exported() -> None:
     subpackages = {n for n in named if (ROOT / "ecpa" / n / "__init__.py").is_file()}
     assert len(named - subpackages) >= 10, named  # guards the test itself
     assert sorted(named - subpackages - set(ecpa.__all__)) == []
-    assert sorted(set(UNDOCUMENTED) - set(PUBLIC)) == []  # no entry outlives its name
     assert ecpa.__version__ == version("ecpa")
 
 

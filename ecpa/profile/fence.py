@@ -17,7 +17,6 @@ from ecpa.errors import EcpaError, ErrorCode
 __all__ = [
     "MemoryReplayFence",
     "ReplayFence",
-    "fence_or_memory",
     "fingerprint",
     "record_nonce",
     "replayed",
@@ -113,9 +112,3 @@ class MemoryReplayFence:
     def __len__(self) -> int:
         with self._lock:
             return len(self._seen)
-
-
-def fence_or_memory(fence: ReplayFence | None) -> ReplayFence:
-    """``fence``, or a fresh :class:`MemoryReplayFence` when there is none: the one place
-    where a derivation without a durable fence gets its own (one status, one memory)."""
-    return MemoryReplayFence() if fence is None else fence
