@@ -6,10 +6,11 @@ alive) and served by ``ecpa serve`` in a process of its own (``--child``, the re
 ``ecpa.serve.server.serve`` with its default refresh interval of 1 s, so the refresher
 judges every launch again and again while the requests come). Then ``--clients`` client
 threads in this process each send requests back to back on a keep-alive connection for
-``--seconds`` seconds, to ``/metrics`` and then to one launch's document; every answer is
-checked (200 and its size). A row gives requests per second and the median and 99th
-percentile latency; the refresh time the server reports (``ecpa_serve_refresh_seconds``) is
-printed beside it, since requests and the refresher share one interpreter.
+``--seconds`` seconds, to ``/metrics``, to the status page and then to one launch's
+document; every answer is checked (200 and its size). A row gives requests per second and
+the median and 99th percentile latency; the refresh time the server reports
+(``ecpa_serve_refresh_seconds``) is printed beside it, since requests and the refresher
+share one interpreter.
 
 With ``--db``, the same launches are shipped (``ship_launch``, the real clock) into a
 throw-away PostgreSQL (``scripts/pg-up``, or ``--pg-dsn``) and served from the store
@@ -182,6 +183,7 @@ def measure(
             port = int(match.group(1))
             for name, path in (
                 ("/metrics", "/metrics"),
+                ("the page", "/"),
                 ("one launch", "/v1/launches/launch-0000000000000001"),
             ):
                 count, latencies = _load(port, path, clients, seconds)

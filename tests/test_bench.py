@@ -154,7 +154,7 @@ def test_dla_sim_bench_times_the_study_and_the_trace() -> None:
 def test_serve_bench_loads_the_endpoints_and_prints_its_rows() -> None:
     out = bench("bench.serve", "--launches", "2", "--slots", "2", "--seconds", "0.5")
     # the figures are not asserted; every request was answered 200 with a body, or it fails
-    for name in ("/metrics", "one launch"):
+    for name in ("/metrics", "the page", "one launch"):
         assert re.search(rf"^{re.escape(name)}\s+2 x 2\s+[\d,]+ req/s\s+p50 .* p99 ", out, re.M), (
             out
         )
@@ -168,7 +168,7 @@ def test_serve_bench_serves_a_store() -> None:
     """``--db``: the launches shipped into a throw-away PostgreSQL and served from it, every
     answer checked as over directories, the launches judged effective from the store."""
     out = bench("bench.serve", "--db", "--launches", "2", "--slots", "2", "--seconds", "0.5")
-    for name in ("/metrics", "one launch"):
+    for name in ("/metrics", "the page", "one launch"):
         assert re.search(rf"^{re.escape(name)}\s+2 x 2\s+[\d,]+ req/s\s+p50 .* p99 ", out, re.M), (
             out
         )
