@@ -15,6 +15,7 @@ share one interpreter.
 With ``--db``, the same launches are shipped (``ship_launch``, the real clock) into a
 throw-away PostgreSQL (``scripts/pg-up``, or ``--pg-dsn``) and served from the store
 (``ecpa serve --db``) instead of their directories (docs/scale.md "The fleet verdict").
+With ``--gzip`` the clients accept gzip, as Prometheus and browsers do.
 """
 
 from __future__ import annotations
@@ -98,8 +99,12 @@ def _child(runs: Path, proc_root: Path, dsn: str | None = None) -> None:
     serve(options, say=lambda line: print(line, file=sys.stderr, flush=True))
 
 
-def _load(port: int, path: str, clients: int, seconds: float) -> tuple[int, list[float]]:
-    """Requests answered and their latencies (s), ``clients`` threads for ``seconds``."""
+def _load(
+    port: int, path: str, clients: int, seconds: float, headers: dict[str, str]
+) -> tuple[int, list[float], int]:
+    """Requests answered, their latencies (s) and the size of the last answer (bytes),
+    ``clients`` threads for ``seconds``."""
+    size = [0]
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors: list[str] = []
     start = threading.Barrier(clients)
@@ -110,10 +115,11 @@ def _load(port: int, path: str, clients: int, seconds: float) -> tuple[int, list
         deadline = time.perf_counter() + seconds
         try:
             while (now := time.perf_counter()) < deadline:
-                conn.request("GET", path)
+                conn.request("GET", path, headers=headers)
                 response = conn.getresponse()
                 body = response.read()
                 mine.append(time.perf_counter() - now)
+                size[0] = len(body)
                 if response.status != 200 or not body:
                     errors.append(f"{path}: {response.status}")
                     return
@@ -128,7 +134,7 @@ def _load(port: int, path: str, clients: int, seconds: float) -> tuple[int, list
     if errors:
         raise RuntimeError(errors[0])
     flat = [x for lat in latencies for x in lat]
-    return len(flat), flat
+    return len(flat), flat, size[0]
 
 
 def _refresh_s(port: int) -> float:
@@ -152,7 +158,13 @@ def _effective(port: int) -> str:
 
 
 def measure(
-    launches: int, slots: int, clients: int, seconds: float, tmp: Path, dsn: str | None = None
+    launches: int,
+    slots: int,
+    clients: int,
+    seconds: float,
+    tmp: Path,
+    dsn: str | None = None,
+    gzip: bool = False,
 ) -> list[str]:
     """The table's rows for one server over ``launches`` x ``slots`` (from the store at
     ``dsn``, shipped there first, when given)."""
@@ -186,12 +198,15 @@ def measure(
                 ("the page", "/"),
                 ("one launch", "/v1/launches/launch-0000000000000001"),
             ):
-                count, latencies = _load(port, path, clients, seconds)
+                headers = {"Accept-Encoding": "gzip"} if gzip else {}
+                count, latencies, size = _load(port, path, clients, seconds, headers)
                 q = statistics.quantiles(latencies, n=100)
                 rows.append(
                     f"{name:<12} {launches:>4} x {slots:<3} {count / seconds:>9,.0f} req/s"
                     f"  p50 {q[49] * 1000:7.1f} ms  p99 {q[98] * 1000:7.1f} ms"
-                    f"  refresh {_refresh_s(port):6.2f} s  ({count:,} requests, {clients} clients,"
+                    f"  refresh {_refresh_s(port):6.2f} s  ({count:,} requests of {size:,} bytes"
+                    f"{' gzipped' if gzip else ''},"
+                    f" {clients} clients,"
                     f" from the {where}; {_effective(port)})"
                 )
         finally:
@@ -216,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--db", action="store_true", help="serve from a throw-away PostgreSQL")
     parser.add_argument("--pg-dsn", help="with --db: this server instead of a throw-away one")
+    parser.add_argument("--gzip", action="store_true", help="clients accept gzip (scrapers do)")
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-db", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -233,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.db and dsn is None:
                 print("--db: no psycopg or no PostgreSQL server binaries", file=sys.stderr)
                 return 2
-            for row in measure(launches, args.slots, args.clients, args.seconds, args.tmp, dsn):
+            rows = measure(
+                launches, args.slots, args.clients, args.seconds, args.tmp, dsn, args.gzip
+            )
+            for row in rows:
                 print(row, flush=True)
     return 0
 

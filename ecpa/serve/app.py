@@ -11,11 +11,12 @@ import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from ecpa.serve.board import VERSION, Board, Snapshot, dumps
+from ecpa.serve.encoding import GzipPrefix, accepts_gzip, gzip_bytes
 from ecpa.serve.metrics import CONTENT_TYPE, Metrics
 from ecpa.serve.page import render_page
 
@@ -169,6 +170,19 @@ def _cached(snapshot: Snapshot, name: str, make: Callable[[], bytes]) -> bytes:
     return found
 
 
+def _answer(request: Request, snapshot: Snapshot, name: str, body: bytes, media: str) -> Response:
+    """``body`` (the snapshot's rendering ``name``), gzipped once per snapshot for a client
+    that accepts it."""
+    if not accepts_gzip(request.headers.get("accept-encoding")):
+        return Response(body, media_type=media, headers=_VARY)
+    packed = _cached(snapshot, f"{name}.gz", lambda: gzip_bytes(body))
+    return Response(packed, media_type=media, headers={**_VARY, "content-encoding": "gzip"})
+
+
+#: Whether an answer is compressed depends on the request's Accept-Encoding.
+_VARY = {"vary": "accept-encoding"}
+
+
 def create_app(
     board: Board, metrics: Metrics, *, token: bytes | None = None, page_refresh_s: int = 5
 ) -> ASGIApp:
@@ -182,34 +196,47 @@ def create_app(
         openapi_url="/openapi.json",
     )
     json_type = "application/json"
+    #: ``/metrics``'s body compressed to a sync point, for the snapshot last scraped only
+    #: (held, and compared by identity: an id may be reused once its snapshot is gone).
+    prefixed: list[tuple[Snapshot, GzipPrefix]] = []
 
     @app.get(
         "/v1/launches",
         response_model=LaunchListing,
         summary="Every launch of the sources, with runtime_effective and coverage",
     )
-    async def launches() -> Response:
+    async def launches(request: Request) -> Response:
         snapshot, stale = board.view()
         body = _cached(snapshot, "listing", lambda: _listing(snapshot, stale))
-        return Response(body, media_type=json_type)
+        return _answer(request, snapshot, "listing", body, json_type)
 
     @app.get(
         "/v1/launches/{launch_id}",
         summary="One launch: the document `ecpa status --json` prints, with its lifecycle",
         responses={404: {"description": "no such launch (or not a launch id)"}},
     )
-    async def launch(launch_id: str) -> Response:
+    async def launch(launch_id: str, request: Request) -> Response:
         snapshot, _ = board.view()
         entry = snapshot.entries.get(launch_id) if _known(launch_id) else None
         if entry is None:
             return JSONResponse({"detail": "no such launch"}, status_code=404)
-        body = _cached(snapshot, f"launch/{launch_id}", lambda: dumps(entry.document))
-        return Response(body, media_type=json_type)
+        name = f"launch/{launch_id}"
+        body = _cached(snapshot, name, lambda: dumps(entry.document))
+        return _answer(request, snapshot, name, body, json_type)
 
     @app.get("/metrics", summary="Prometheus metrics")
-    async def prometheus() -> Response:
+    async def prometheus(request: Request) -> Response:
         snapshot, stale = board.view()
-        return Response(metrics.scrape(snapshot, stale), media_type=CONTENT_TYPE)
+        tail = metrics.tail(snapshot, stale)
+        if not accepts_gzip(request.headers.get("accept-encoding")):
+            return Response(metrics.body(snapshot) + tail, media_type=CONTENT_TYPE, headers=_VARY)
+        if prefixed and prefixed[0][0] is snapshot:
+            prefix = prefixed[0][1]
+        else:
+            prefix = GzipPrefix.of(metrics.body(snapshot))
+            prefixed[:] = [(snapshot, prefix)]
+        headers = {**_VARY, "content-encoding": "gzip"}
+        return Response(prefix.finish(tail), media_type=CONTENT_TYPE, headers=headers)
 
     @app.get("/healthz", summary="Liveness and freshness")
     async def healthz() -> Response:
@@ -223,11 +250,11 @@ def create_app(
         return JSONResponse(doc, status_code=503 if stale else 200)
 
     @app.get("/", summary="The status page (HTML)")
-    async def page() -> Response:
+    async def page(request: Request) -> Response:
         snapshot, stale = board.view()
         body = _cached(
             snapshot, "page", lambda: render_page(snapshot, stale=stale, refresh_s=page_refresh_s)
         )
-        return Response(body, media_type="text/html; charset=utf-8")
+        return _answer(request, snapshot, "page", body, "text/html; charset=utf-8")
 
     return Guard(app, token)

@@ -4,6 +4,12 @@ the newest snapshot, never derive. So there is one derivation per launch per ref
 whatever the number of clients, and each derivation is the incremental one ``ecpa status``
 makes (its history checkpoints beside the logs).
 
+With ``apart`` (``ecpa serve`` does), the judging runs in a process of its own (one
+worker, started on the first refresh, started again if it dies): the refresher thread only
+waits for it and publishes, so requests, which read prerendered bytes, do not share one
+interpreter lock with thousands of signature checks a refresh (docs/scale.md "The fleet
+verdict": 10,000 slots).
+
 A snapshot never outlives its truth: once it is older than ``stale_after`` seconds (with
 ``adaptive``, or the interval and twice the newest refresh's duration, if more: the
 refresher stuck on a slow store, say), every launch is served as not effective, with a
@@ -15,10 +21,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import multiprocessing
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -186,7 +196,10 @@ class Board:
         adaptive: bool = False,
         publish: Callable[[Snapshot], None] | None = None,
         clock: Callable[[], float] = time.time,
+        apart: bool = False,
     ) -> None:
+        if apart and clock is not time.time:
+            raise ValueError("expected the system clock for judging apart, found another")
         self.sources = sources
         self.interval = interval
         self.stale_after = stale_after
@@ -200,6 +213,8 @@ class Board:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._generation = 0
+        self._apart = apart
+        self._pool: ProcessPoolExecutor | None = None
         #: The refreshes that failed as a whole (never expected; counted, not raised).
         self.failures = 0
 
@@ -218,21 +233,47 @@ class Board:
             jobs.append((describe_dsn(src.dsn), (), src.dsn))
         for name, dirs, dsn in jobs:
             try:
-                found = judge_launches(
-                    dirs,
-                    dsn,
-                    clock=self._clock,
-                    limit=src.limit,
-                    proc_root=src.proc_root,
-                    host=src.host,
-                    trust=src.trust,
-                )
+                found = self._judge_one(dirs, dsn)
             except EcpaError as exc:
                 results.append((name, f"{exc.code.value}: {exc.detail}"))
                 continue
             results.append((name, found.judged))
             extra.append(found)
         return results, extra
+
+    def _judge_one(self, dirs: Sequence[Path], dsn: str | None) -> JudgedList:
+        """One source's launches, judged here or, ``apart``, in the judging process (the
+        same call, its answer pickled back; a worker that died is replaced next time)."""
+        src = self.sources
+        if not self._apart:
+            return judge_launches(
+                dirs,
+                dsn,
+                clock=self._clock,
+                limit=src.limit,
+                proc_root=src.proc_root,
+                host=src.host,
+                trust=src.trust,
+            )
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet
+            )
+        try:
+            future = self._pool.submit(
+                judge_launches,
+                tuple(dirs),
+                dsn,
+                limit=src.limit,
+                proc_root=src.proc_root,
+                host=src.host,
+                trust=src.trust,
+            )
+            return future.result()
+        except BrokenProcessPool:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+            raise
 
     def refresh(self) -> Snapshot:
         """Judge every launch now and publish the snapshot (also returned)."""
@@ -334,9 +375,19 @@ class Board:
                 print(f"ecpa serve: a refresh failed: {safe(text)}", file=sys.stderr, flush=True)
 
     def stop(self) -> None:
+        """End the refresher thread and the judging process (waiting for both)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _quiet() -> None:
+    """The judging process leaves SIGINT to ``ecpa serve`` (a terminal's Ctrl-C reaches
+    the whole group): the server stops it when it stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def dumps(doc: Any) -> bytes:

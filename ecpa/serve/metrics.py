@@ -166,17 +166,23 @@ class Metrics:
             self.source_up.labels(name).set(0.0 if error else 1.0)
         snapshot.rendered["metrics"] = self.render(snapshot)
 
-    def scrape(self, snapshot: Snapshot, stale: bool) -> bytes:
-        """The bytes of one scrape: the cached rendering (rendered again when ``snapshot``
-        is the stale view), then the snapshot's age."""
-        body = snapshot.rendered.get("metrics") or self.render(snapshot)
+    def body(self, snapshot: Snapshot) -> bytes:
+        """A scrape's bytes but its last lines: the cached rendering (rendered again when
+        ``snapshot`` is the stale view)."""
+        return snapshot.rendered.get("metrics") or self.render(snapshot)
+
+    def tail(self, snapshot: Snapshot, stale: bool) -> bytes:
+        """A scrape's last lines, of the moment: the snapshot's age, and whether it is stale."""
         age = time.monotonic() - snapshot.refreshed_mono
-        tail = (
+        return (
             "# HELP ecpa_serve_snapshot_age_seconds Seconds since the newest refresh ended.\n"
             "# TYPE ecpa_serve_snapshot_age_seconds gauge\n"
             f"ecpa_serve_snapshot_age_seconds {age:.3f}\n"
             "# HELP ecpa_serve_stale 1 when the newest refresh is too old to be served as true.\n"
             "# TYPE ecpa_serve_stale gauge\n"
             f"ecpa_serve_stale {int(stale)}\n"
-        )
-        return body + tail.encode()
+        ).encode()
+
+    def scrape(self, snapshot: Snapshot, stale: bool) -> bytes:
+        """The bytes of one scrape: :meth:`body`, then :meth:`tail`."""
+        return self.body(snapshot) + self.tail(snapshot, stale)

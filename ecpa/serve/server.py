@@ -116,6 +116,8 @@ class ServeOptions:
     adaptive: bool = False
     #: Largest concurrent connections; more get 503 at once.
     max_connections: int = 64
+    #: Judge in a process of its own (Board's ``apart``), not in the serving interpreter.
+    apart: bool = True
 
 
 def serve_options(
@@ -315,24 +317,27 @@ def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
         stale_after=options.stale_after,
         adaptive=options.adaptive,
         publish=lambda snap: prerender(snap, metrics, page_refresh_s=page_refresh),
+        apart=options.apart,
     )
-    board.refresh()
-    sock = bind(options.listen)
-    host, port = sock.getsockname()[:2]
-    bound = Listen(host, port)
-    app = create_app(board, metrics, token=options.token, page_refresh_s=page_refresh)
-    config = uvicorn_config(app, max_connections=options.max_connections)
-    server = _Server(config)
-    sources = ", ".join(options.sources.names())
-    say(
-        f"ecpa serve: listening on {bound.url()} ({_launches(len(board.view()[0].entries))} "
-        f"in {sources}; refresh every {options.interval:g} s"
-        f"{'; bearer token required' if options.token else ''})"
-    )
-    sys.stdout.flush()
-    board.start()
     try:
-        server.run(sockets=[sock])
+        board.refresh()
+        sock = bind(options.listen)
+        try:
+            host, port = sock.getsockname()[:2]
+            bound = Listen(host, port)
+            app = create_app(board, metrics, token=options.token, page_refresh_s=page_refresh)
+            config = uvicorn_config(app, max_connections=options.max_connections)
+            server = _Server(config)
+            sources = ", ".join(options.sources.names())
+            say(
+                f"ecpa serve: listening on {bound.url()} "
+                f"({_launches(len(board.view()[0].entries))} in {sources}; refresh every "
+                f"{options.interval:g} s{'; bearer token required' if options.token else ''})"
+            )
+            sys.stdout.flush()
+            board.start()
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
     finally:
-        board.stop()
-        sock.close()
+        board.stop()  # the refresher thread and the judging process

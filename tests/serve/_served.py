@@ -141,6 +141,7 @@ def served(
     refresher: bool = False,
     head_timeout_s: float = 10.0,
     max_connections: int = 64,
+    apart: bool = False,
 ) -> Iterator[Served]:
     metrics = Metrics(retention_s)
     board = Board(
@@ -148,6 +149,7 @@ def served(
         interval=interval,
         stale_after=stale_after,
         publish=lambda snap: prerender(snap, metrics, page_refresh_s=5),
+        apart=apart,
     )
     board.refresh()
     sock = bind(Listen("127.0.0.1", 0))

@@ -3,10 +3,16 @@ launch directories with a fake ``/proc`` (docs/serve.md)."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import multiprocessing
+import os
+import re
 import shutil
+import signal
 import socket
 import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -14,8 +20,11 @@ import pytest
 from bench.launchdir import HOST
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document
 from ecpa.runtime import EXIT_SCHEMA, status_from_launch_dir
+from ecpa.serve.board import Board
+from ecpa.serve.encoding import accepts_gzip
 from ecpa.serve.server import Listen, bind
 from tests.serve._served import (
+    Served,
     launch_id,
     render_dom,
     sample,
@@ -564,3 +573,114 @@ def test_the_age_of_a_judgement_counts_from_the_start_of_its_refresh(tmp_path: P
         assert srv.board.limit(snapshot) == 600  # never below --stale-after
         srv.board.stale_after = 1.0
         assert srv.board.limit(snapshot) == srv.board.interval + 2 * 5.0
+
+
+# -- compression and judging apart -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "gzipped"),
+    [
+        ("gzip", True),
+        ("deflate, gzip;q=0.5, br", True),
+        ("GZIP", True),
+        ("gzip;q=0", False),
+        ("gzip; q=0.0", False),
+        ("gzip;q=x", False),
+        ("br, deflate", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_gzip_is_sent_only_to_a_client_that_accepts_it(header: str | None, gzipped: bool) -> None:
+    assert accepts_gzip(header) is gzipped
+
+
+def _plain_and_gzipped(srv: Served, path: str) -> tuple[bytes, bytes, dict[str, str]]:
+    status, plain_headers, plain = srv.request("GET", path)
+    assert status == 200
+    assert "content-encoding" not in plain_headers
+    assert plain_headers["vary"] == "accept-encoding"
+    status, headers, packed = srv.request("GET", path, {"Accept-Encoding": "gzip"})
+    assert status == 200
+    assert headers["content-encoding"] == "gzip"
+    assert headers["vary"] == "accept-encoding"
+    assert len(packed) < len(plain)
+    return plain, gzip.decompress(packed), headers
+
+
+def test_gzipped_answers_hold_the_same_bytes(tmp_path: Path) -> None:
+    """The listing, a launch's document and the page, gzipped, decompress to the very bytes
+    sent plain; ``/metrics`` to the same samples, its snapshot age of the moment aside."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 2)
+    with served(sources_of(runs, written)) as srv:
+        for path in ("/v1/launches", f"/v1/launches/{ONE}", "/"):
+            plain, unpacked, _ = _plain_and_gzipped(srv, path)
+            assert unpacked == plain, path
+        for _ in range(2):  # the compressed prefix is reused, never advanced
+            plain, unpacked, headers = _plain_and_gzipped(srv, "/metrics")
+            assert headers["content-type"].startswith("text/plain; version=0.0.4")
+            age = re.compile(rb"^ecpa_serve_snapshot_age_seconds .*$", re.MULTILINE)
+            assert age.sub(b"", unpacked) == age.sub(b"", plain)
+            assert sample(unpacked.decode(), "ecpa_runtime_effective", launch_id=ONE) == 1.0
+
+
+def test_a_stale_judgement_is_stale_gzipped_too(tmp_path: Path) -> None:
+    """Once the snapshot is too old, the compressed ``/metrics`` and page say so as the
+    plain ones do: no compressed rendering of the fresh snapshot is served for it."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written), stale_after=0.3) as srv:
+        _, fresh, _ = _plain_and_gzipped(srv, "/metrics")
+        assert sample(fresh.decode(), "ecpa_serve_stale") == 0.0
+        time.sleep(0.5)
+        for _ in range(2):
+            _, text, _ = _plain_and_gzipped(srv, "/metrics")
+            assert sample(text.decode(), "ecpa_serve_stale") == 1.0
+            assert sample(text.decode(), "ecpa_runtime_effective", launch_id=ONE) == 0.0
+        _, page, _ = _plain_and_gzipped(srv, "/")
+        assert b"too old" in page
+
+
+@pytest.mark.e2e
+def test_judging_apart_gives_the_same_verdicts_and_stops_with_the_board(tmp_path: Path) -> None:
+    """``apart`` (``ecpa serve``'s way): the launches are judged in a process of their own,
+    to the same documents as in the serving interpreter; the board's stop ends it."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 2)
+    with served(sources_of(runs, written)) as here:
+        inside = here.get_json("/v1/launches")
+    with served(sources_of(runs, written), apart=True) as srv:
+        apart = srv.get_json("/v1/launches")
+        workers = multiprocessing.active_children()
+        assert len(workers) == 1
+        srv.board.refresh()  # the same process judges again
+        assert multiprocessing.active_children() == workers
+    assert [worker.is_alive() for worker in workers] == [False]
+    assert [(e["launch_id"], e["runtime_effective"]) for e in apart["launches"]] == [
+        (e["launch_id"], e["runtime_effective"]) for e in inside["launches"]
+    ]
+    assert all(e["runtime_effective"] for e in apart["launches"])
+    with pytest.raises(ValueError, match="system clock"):
+        Board(sources_of(runs, written), apart=True, clock=lambda: 0.0)
+
+
+@pytest.mark.e2e
+def test_a_judging_process_that_dies_is_replaced(tmp_path: Path) -> None:
+    """A killed judging process fails that refresh (the snapshot before stays, and ages),
+    and the next refresh starts a new one."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 1)
+    with served(sources_of(runs, written), apart=True) as srv:
+        (worker,) = multiprocessing.active_children()
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.join(timeout=10)
+        with pytest.raises(BrokenProcessPool):
+            srv.board.refresh()
+        srv.board.refresh()
+        (again,) = multiprocessing.active_children()
+        assert again.pid != worker.pid
+        assert srv.get_json(f"/v1/launches/{ONE}")["runtime_effective"] is True
+    assert not again.is_alive()
