@@ -7,7 +7,10 @@ import ast
 import importlib
 import inspect
 import json
+import os
+import py_compile
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -669,6 +672,48 @@ def test_the_runtime_facade_lists_each_name_once_for_both_readers() -> None:
     assert len(seen) == sum(len(n.names) for n in block.body if isinstance(n, ast.ImportFrom))
     assert seen == ecpa.runtime._EXPORTS
     assert ecpa.runtime.__all__ == sorted(seen)
+
+
+def test_the_runtime_facade_reads_its_names_without_its_source(tmp_path: Path) -> None:
+    """An install of compiled files only (no ``.py``) reads the same table from the
+    facade's compiled code."""
+    import ecpa.runtime
+
+    copy = tmp_path / "ecpa"
+    shutil.copytree(ROOT / "ecpa", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    facade = copy / "runtime" / "__init__.py"
+    assert py_compile.compile(str(facade), cfile=str(facade) + "c", doraise=True)
+    facade.unlink()
+    code = (
+        "import json, ecpa.runtime as r\n"
+        "print(json.dumps([r.__file__, {n: list(v) for n, v in r._EXPORTS.items()}]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    where, table = json.loads(out.stdout)
+    assert where.endswith("__init__.pyc"), where
+    assert table == {n: list(v) for n, v in ecpa.runtime._EXPORTS.items()}
+
+
+def test_a_blank_line_inside_the_facades_block_loses_no_name() -> None:
+    import ecpa.runtime
+
+    source = (
+        "x = 1\nif TYPE_CHECKING:\n    from ecpa.runtime.a import A as A\n\n"
+        "    from ecpa.runtime.b import B as B\n\n\ndef f() -> None: ...\n"
+    )
+    assert ecpa.runtime._from_source(source) == [
+        ("ecpa.runtime.a", "A", "A"),
+        ("ecpa.runtime.b", "B", "B"),
+    ]
+    with pytest.raises(ImportError, match="expected each export"):
+        ecpa.runtime._from_source(source.replace("import B as B", "import B"))
 
 
 def test_the_runtime_facade_loads_only_what_is_asked_for() -> None:

@@ -159,23 +159,52 @@ if TYPE_CHECKING:
 
 def _exports() -> dict[str, tuple[str, str]]:
     """Each exported name: the module it lives in and its name there, read from the imports
-    under ``TYPE_CHECKING`` above in this file's own text. Those lines are the one list of
-    the facade's names: type checkers read them as imports, this reads them as a table, and
+    under ``TYPE_CHECKING`` above (this file's own text; without it, an install of compiled
+    files only, the same imports in its compiled code). Those lines are the one list of the
+    facade's names: type checkers read them as imports, this reads them as a table, and
     nothing is imported until a name is asked for."""
     get_source = getattr(__spec__.loader, "get_source", None)  # a file's loader, a zip's too
     source = get_source(__name__) if get_source is not None else None
-    if source is None:
-        raise ImportError(f"{__name__} reads its exported names from its source, found none")
-    block = source.split("\nif TYPE_CHECKING:\n", 1)[1].split("\n\n", 1)[0]
-    found = _IMPORT.findall(block)
-    if len(found) != block.count("    from "):  # a line of another form: no silent gap
-        raise ImportError(f"{__name__}: expected each export as 'from M import X as X'")
+    found = _from_code() if source is None else _from_source(source)
     table: dict[str, tuple[str, str]] = {}
     for module, name, alias in found:
         if name != alias:  # only the explicit re-export form, ``import X as X``
             raise ImportError(f"{__name__}: expected 'import {name} as {name}', found {alias}")
         table[name] = (module, name)
+    if not table:
+        raise ImportError(f"{__name__}: expected its exports under TYPE_CHECKING, found none")
     return table
+
+
+def _from_source(source: str) -> list[tuple[str, str, str]]:
+    """The ``from M import X as X`` lines of the ``TYPE_CHECKING`` block: every line from
+    the ``if`` to the first that is neither blank nor indented."""
+    lines = source.split("\nif TYPE_CHECKING:\n", 1)[1].splitlines()
+    end = next((i for i, line in enumerate(lines) if line and not line.startswith(" ")), None)
+    block = "\n".join(lines[:end])
+    found = _IMPORT.findall(block)
+    if len(found) != block.count("from "):  # a line of another form: no silent gap
+        raise ImportError(f"{__name__}: expected each export as 'from M import X as X'")
+    return found
+
+
+def _from_code() -> list[tuple[str, str, str]]:
+    """The same imports, read from the module's compiled code (``IMPORT_NAME`` of a runtime
+    module, then each ``IMPORT_FROM`` and the name it is stored under)."""
+    import dis
+
+    code = __spec__.loader.get_code(__name__)  # type: ignore[union-attr]
+    found: list[tuple[str, str, str]] = []
+    module, name = "", None
+    for ins in dis.get_instructions(code):
+        if ins.opname == "IMPORT_NAME":
+            module, name = str(ins.argval), None
+        elif ins.opname == "IMPORT_FROM" and module.startswith(f"{__name__}."):
+            name = str(ins.argval)
+        elif ins.opname == "STORE_NAME" and name is not None:
+            found.append((module, name, str(ins.argval)))
+            name = None
+    return found
 
 
 _IMPORT = re.compile(r"^    from ([\w.]+) import \(?\s*(\w+) as (\w+),?\s*\)?$", re.MULTILINE)
