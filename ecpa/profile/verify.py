@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from ecpa.profile.trust import TrustedKey, TrustStore
 from ecpa.shapes.rules import COUNT, TEXT
 from ecpa.shapes.shape import Shaped, frozen_instance, member
 
-__all__ = ["Binding", "Policy", "Verified", "verify", "verify_encoded"]
+__all__ = ["Binding", "Policy", "Verified", "explain_signature_failure", "verify", "verify_encoded"]
 
 
 class Policy(Shaped):
@@ -193,10 +194,7 @@ def verify_encoded(
         signing_input = jws.signing_input(header_b64, payload)
     else:
         signing_input = b".".join((header_b64.encode("ascii"), payload_b64))
-    try:
-        trusted.key.verify(signature, signing_input)  # step 20
-    except EcpaError as exc:
-        raise _signature_failure(exc, trust_store, trusted, signature, signing_input) from None
+    trusted.key.verify(signature, signing_input)  # step 20
     _check_times(statement, now, policy)  # steps 21-23
     if binding is not None and (  # step 24: the six values at once, then each by name
         binding.plan_id,
@@ -231,20 +229,29 @@ def verify_encoded(
 _OTHER_KEYS_TRIED = 8
 
 
-def _signature_failure(
-    failed: EcpaError,
-    store: TrustStore,
-    trusted: TrustedKey,
-    signature: bytes,
-    signing_input: bytes,
+def explain_signature_failure(
+    failed: EcpaError, payload: bytes, detached_jws: str, store: TrustStore
 ) -> EcpaError:
-    """PROFILE §3 step 20 failed: ``failed``, unless another key the store trusts for the same
-    issuer made the signature (a statement naming one kid, signed with the key of another),
-    which the detail then names beside the statement's kid; the code is the same. At most
-    :data:`_OTHER_KEYS_TRIED` keys are tried, and only on this failing path."""
-    issuer, kid = trusted.entry.issuer, trusted.entry.kid
-    others = [t for t in store if t.entry.issuer == issuer and t is not trusted]
-    for other in others[:_OTHER_KEYS_TRIED]:
+    """For a person reading ``ecpa verify``'s answer, never on a judging path: ``failed``,
+    unless it is PROFILE §3 step 20's ``ATTESTATION_INVALID_SIGNATURE`` and another key
+    ``store`` trusts for the statement's issuer made the signature (a statement naming one
+    kid, signed with the key of another), which the detail then names beside the statement's
+    kid; the code is the same. At most :data:`_OTHER_KEYS_TRIED` other keys are tried.
+    Never raises."""
+    if failed.code is not ErrorCode.INVALID_SIGNATURE:
+        return failed
+    try:
+        header_b64, signature_b64 = jws.split_detached(detached_jws)
+        _, header = jws.parse_header(header_b64)
+        kid = header["kid"]
+        issuer = parse_object(payload, what="payload").get("issuer")
+        signature = jws.signature_bytes(signature_b64)
+    except EcpaError:
+        return failed
+    signing_input = jws.signing_input(header_b64, payload)
+    trusted = store.lookup(issuer, kid) if isinstance(issuer, str) else None
+    others = (t for t in store if t.entry.issuer == issuer and t is not trusted)
+    for other in itertools.islice(others, _OTHER_KEYS_TRIED):
         try:
             other.key.verify(signature, signing_input)
         except EcpaError:

@@ -32,7 +32,7 @@ from typing import cast
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore, TrustStoreDocument
-from ecpa.profile.verify import Binding, Policy
+from ecpa.profile.verify import Binding, Policy, explain_signature_failure
 from ecpa.runtime import ReplayFence, issued_at_of, parse_record, read_log, verify_evidence
 from ecpa.verify_jobs._inputs import Item, file_item, no_records, torn_message
 from ecpa.verify_jobs._results import Advance, Echo, Tally, render_result
@@ -126,7 +126,8 @@ class _Verifier:
                 )
                 statement = verified.statement.to_dict()
             except EcpaError as exc:
-                error = exc
+                ev = item.evidence
+                error = explain_signature_failure(exc, ev.payload, ev.detached_jws, self.store)
             else:
                 if config.fenced:
                     st = verified.statement

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.trust import TrustStore
-from ecpa.profile.verify import Binding, Policy
+from ecpa.profile.verify import Binding, Policy, explain_signature_failure
 from ecpa.runtime import issued_at_of, verify_evidence
 from ecpa.verify_jobs._inputs import Item, evidence_items
 
@@ -75,6 +75,8 @@ def verify_in_process(
                     except EcpaError as exc:
                         if exc.code is ErrorCode.REPLAY_STORE:
                             raise  # the fence itself failed: the command stops, exit 2
+                        ev = item.evidence
+                        exc = explain_signature_failure(exc, ev.payload, ev.detached_jws, store)
                         item = Item(item.input, item.line, item.evidence, exc)
                     else:
                         st = verified.statement
