@@ -75,7 +75,8 @@ def sign_command(
         Path | None,
         typer.Option(
             metavar="FILE",
-            help="Refuse unless this trust store trusts KEY for the statement's issuer and kid.",
+            help="Refuse unless this trust store holds KEY for the statement's issuer and kid "
+            "(its window, subjects and enabled flag are verify's to check).",
             show_default=False,
         ),
     ] = None,
