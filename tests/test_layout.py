@@ -622,6 +622,26 @@ def _e2e_in(tree: ast.Module, fixtures: Fixtures, e2e: frozenset[str]) -> list[s
     return _marked(tree.body, _marks_e2e(tree.body), asks_e2e)
 
 
+def test_conftest_marks_e2e_each_test_asking_for_a_real_process_fixture() -> None:
+    """The rule :func:`e2e_tests` reads is the one conftest's hook applies: a test asking
+    for one of ``E2E_FIXTURES`` gets the marker, another does not."""
+    from tests.conftest import E2E_FIXTURES, pytest_collection_modifyitems
+
+    class Item:
+        def __init__(self, fixturenames: list[str]) -> None:
+            self.fixturenames = fixturenames
+            self.markers: list[str] = []
+
+        def add_marker(self, marker: pytest.MarkDecorator) -> None:
+            self.markers.append(marker.name)
+
+    asking = [Item(["tmp_path", name]) for name in sorted(E2E_FIXTURES)]
+    other = Item(["tmp_path", "monkeypatch"])
+    pytest_collection_modifyitems([*asking, other])  # type: ignore[list-item]
+    assert [item.markers for item in asking] == [["e2e"]] * len(E2E_FIXTURES)
+    assert other.markers == []
+
+
 def test_real_process_tests_are_marked() -> None:
     """``pytest -m "not e2e"`` is the quick loop: at least 20 tests start real processes and
     say so. Counted by reading the test files (:func:`e2e_tests`), one per test function, not
