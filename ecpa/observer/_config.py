@@ -6,13 +6,11 @@ and emits with it; :func:`resolve` is everything that happens before the first c
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ecpa.errors import invalid_input
-from ecpa.observer.record import DEFAULT_EMIT_INTERVAL_S as _DEFAULT_INTERVAL
 from ecpa.observer.record import Signer, Window, build_evidence, check_cadence, ttl_for
 from ecpa.profile.keys import SigningKey
 from ecpa.runtime import (
@@ -92,19 +90,20 @@ def for_forked_child(parent: Resolved) -> Resolved:
 
 def resolve(
     launch: LaunchEnvironment,
-    key: SigningKey | None = None,
+    key: SigningKey | None,
     *,
-    identity: ProcessIdentity | None = None,
-    role: str | None = None,
-    ordinal: int | None = None,
-    emit_interval_s: float = _DEFAULT_INTERVAL,
-    emit_every: int | None = None,
-    queue_size: int = 64,
-    clock: Callable[[], float] = time.time,
-    log_path: Path | None = None,
-    enroll_timeout_s: float | None = None,
+    identity: ProcessIdentity | None,
+    role: str | None,
+    ordinal: int | None,
+    emit_interval_s: float,
+    emit_every: int | None,
+    queue_size: int,
+    clock: Callable[[], float],
+    log_path: Path | None,
+    enroll_timeout_s: float | None,
 ) -> Resolved:
-    """The configuration :class:`ecpa.observer.Observer` documents for these arguments. In
+    """The configuration :class:`ecpa.observer.Observer` documents for these arguments (its
+    defaults are the constructor's, given here each time). In
     a 0.2 launch this process is made non-dumpable, then its key made (unless ``key``);
     one statement is built and signed, not written, to check that the binding and the key
     give records a verifier accepts. Nothing is started and no file is opened.

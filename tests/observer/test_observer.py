@@ -713,7 +713,19 @@ def test_the_configuration_is_resolved_before_the_observer_runs(tmp_path: Path) 
     from ecpa.observer._config import resolve
 
     launch = make_launch(tmp_path)
-    config = resolve(launch, KEY_1, emit_interval_s=45, emit_every=7, clock=lambda: 1.8e9)
+    config = resolve(
+        launch,
+        KEY_1,
+        identity=None,
+        role=None,
+        ordinal=None,
+        emit_interval_s=45,
+        emit_every=7,
+        queue_size=64,
+        clock=lambda: 1.8e9,
+        log_path=None,
+        enroll_timeout_s=None,
+    )
     assert config.slot.name == "scheduler.0"
     assert (config.process_keys, config.custom_log) == (False, False)  # 0.1, default log
     assert (config.emit_interval_s, config.ttl, config.emit_every) == (45.0, 90, 7)
