@@ -4,17 +4,13 @@ after the failure, tries the issuer's other keys (at most 8) to name the one tha
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 import ecpa
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile import keys
 from ecpa.profile.verify import explain_signature_failure
-
-ISSUER = "urn:ecpa:issuer:example"
-NOW = 1_800_000_000
+from tests.support import ISSUER, NOW, statement
 
 
 def _key(n: int) -> ecpa.SigningKey:
@@ -37,35 +33,6 @@ def _store(count: int) -> ecpa.TrustStore:
     return ecpa.TrustStore.from_dict({"schema": ecpa.TRUST_STORE_SCHEMA, "keys": entries})
 
 
-def _statement(kid: str) -> dict[str, Any]:
-    return {
-        "schema": ecpa.STATEMENT_SCHEMA,
-        "profile": ecpa.PROFILE_ID,
-        "issuer": ISSUER,
-        "kid": kid,
-        "subject": "host-runtime",
-        "plan_id": "plan-1",
-        "launch_id": "launch-1",
-        "plugin_id": "plugin-1",
-        "obligation": "workers-invoked",
-        "event": "invoked",
-        "challenge_nonce": "nonce-1",
-        "artifact_digest": "sha256:" + "3" * 64,
-        "evidence_digest": "sha256:" + "4" * 64,
-        "process": {
-            "host": "host-a",
-            "role": "worker",
-            "start_identity": "start-0",
-            "ordinal": 0,
-            "epoch": 7,
-        },
-        "observed_at": NOW - 2,
-        "issued_at": NOW - 1,
-        "expires_at": NOW + 60,
-        "critical_claims": [],
-    }
-
-
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = keys.VerifyKey.verify
@@ -82,7 +49,7 @@ def test_a_failing_signature_costs_one_check_on_the_verification_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     store = _store(9)
-    signed = ecpa.sign(_statement("key-1"), _key(2))  # names key-1, signed by key-2
+    signed = ecpa.sign(statement(kid="key-1"), _key(2))  # names key-1, signed by key-2
     calls = _counted(monkeypatch)
     with pytest.raises(EcpaError) as caught:
         ecpa.verify(signed.payload, signed.detached_jws, store, now=NOW)
@@ -93,7 +60,7 @@ def test_a_failing_signature_costs_one_check_on_the_verification_path(
 
 def test_the_explanation_names_the_key_that_signed() -> None:
     store = _store(3)
-    signed = ecpa.sign(_statement("key-1"), _key(3))
+    signed = ecpa.sign(statement(kid="key-1"), _key(3))
     with pytest.raises(EcpaError) as caught:
         ecpa.verify(signed.payload, signed.detached_jws, store, now=NOW)
     told = explain_signature_failure(caught.value, signed.payload, signed.detached_jws, store)
@@ -104,7 +71,7 @@ def test_the_explanation_names_the_key_that_signed() -> None:
 
 def test_the_explanation_tries_at_most_8_other_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     store = _store(20)
-    signed = ecpa.sign(_statement("key-1"), _key(20))  # the 19th other key: not tried
+    signed = ecpa.sign(statement(kid="key-1"), _key(20))  # the 19th other key: not tried
     with pytest.raises(EcpaError) as caught:
         ecpa.verify(signed.payload, signed.detached_jws, store, now=NOW)
     calls = _counted(monkeypatch)
@@ -116,7 +83,7 @@ def test_the_explanation_tries_at_most_8_other_keys(monkeypatch: pytest.MonkeyPa
 def test_the_explanation_leaves_other_failures_and_unknown_signers_as_they_are() -> None:
     store = _store(2)
     other = EcpaError(ErrorCode.UNKNOWN_KEY, "no such key")
-    signed = ecpa.sign(_statement("key-1"), _key(9))  # a key the store does not hold
+    signed = ecpa.sign(statement(kid="key-1"), _key(9))  # a key the store does not hold
     assert explain_signature_failure(other, signed.payload, signed.detached_jws, store) is other
     with pytest.raises(EcpaError) as caught:
         ecpa.verify(signed.payload, signed.detached_jws, store, now=NOW)
