@@ -117,8 +117,19 @@ def test_audit_of_a_launch_whose_rank_1_was_killed(tmp_path: Path, launches: Lau
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr
     assert "at_issue=" in out.stdout
     assert "each item verified as of its own issued_at" in out.stderr
-    now_out = ecpa_cmd("verify", log0, "--trust", directory / "trust.json")
-    assert now_out.returncode == 1  # the key windows closed when the launch ended
+    # The key windows closed when the launch ended: a key is good up to and including
+    # ended_at (an inclusive window, whole seconds), never a second after. Both times are
+    # given: a verify "now" may still fall in the second the launch ended (seen in CI).
+    ended_at = json.loads((directory / "exit.json").read_text())["ended_at"]
+    trust_json = directory / "trust.json"
+    last = ecpa_cmd("verify", log0, "--trust", trust_json, "--now", str(ended_at))
+    assert last.returncode == 0, last.stdout[-2000:] + last.stderr
+    after = ecpa_cmd("verify", log0, "--trust", trust_json, "--now", str(ended_at + 1), "--json")
+    assert after.returncode == 1
+    results = [json.loads(line) for line in after.stdout.splitlines()]
+    assert len(results) > 20, len(results)  # about one a second for 30 s
+    assert all(r["code"] == "ATTESTATION_TRUST_POLICY" for r in results), results[:3]
+    assert all(f"found now = {ended_at + 1}" in r["detail"] for r in results), results[:3]
 
     # A signed receipt, its key added to (a copy of) the operator's trust store, which
     # --check reads for the receipt and for the launch's keys when it derives the report again.
