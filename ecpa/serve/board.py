@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import multiprocessing
+import os
+import select
 import signal
 import sys
 import threading
@@ -257,7 +259,10 @@ class Board:
             )
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_quiet,
+                initargs=(os.getpid(),),
             )
         try:
             future = self._pool.submit(
@@ -384,10 +389,34 @@ class Board:
             self._pool = None
 
 
-def _quiet() -> None:
+def _quiet(server: int) -> None:
     """The judging process leaves SIGINT to ``ecpa serve`` (a terminal's Ctrl-C reaches
-    the whole group): the server stops it when it stops."""
+    the whole group): the server stops it when it stops. And it never outlives the server
+    ``server`` (its pid), even one SIGKILLed, which cannot stop it: a daemon thread ends
+    the process the moment the server is gone (:func:`_end_with`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(
+        target=_end_with, args=(server,), name="ecpa-serve-parent", daemon=True
+    ).start()
+
+
+def _end_with(server: int) -> None:
+    """Exit (status 1, at once: nothing of the judging is worth keeping) when process
+    ``server``, this one's parent, ends: waiting on a pidfd where there is one (Linux 5.3),
+    else looking at the parent pid twice a second. The parent is checked after the pidfd is
+    open, so a server that died before, its pid reused, is not watched in its place."""
+    fd: int | None = None
+    try:
+        fd = os.pidfd_open(server)
+    except (AttributeError, OSError):  # not Linux, an old kernel, or the server is gone
+        fd = None
+    try:
+        if fd is not None and os.getppid() == server:
+            select.select([fd], [], [])  # readable once the process has ended
+        while os.getppid() == server:
+            time.sleep(0.5)
+    finally:
+        os._exit(1)
 
 
 def dumps(doc: Any) -> bytes:

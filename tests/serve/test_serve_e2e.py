@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from ecpa.runtime import children_now, proc_table
 from tests._launch_helpers import DRIVE, ECPA, PLAN, Launches, clean_env, launches
-from tests.serve._served import render_dom, sample
+from tests.serve._served import render_dom, sample, write_runs
 
 pytestmark = pytest.mark.e2e
 
@@ -191,3 +192,37 @@ def test_serve_a_two_rank_launch_from_its_directory_and_from_the_store(
     assert TOKEN not in lines
     assert PASSWORD not in lines
     assert "bearer token required" in by_dir.said  # type: ignore[attr-defined]
+
+
+def test_a_sigkilled_server_leaves_no_judging_process_behind(tmp_path: Path) -> None:
+    """``ecpa serve`` judges in a spawned worker (and multiprocessing starts a resource
+    tracker): SIGKILL, which the server cannot handle, must still end both, as their parent's
+    death (they were orphaned before: reparented, running on)."""
+    runs = tmp_path / "runs"
+    write_runs(runs)
+    left: set[tuple[int, int]] = set()
+    try:
+        with serving("--evidence-dir", runs) as server:
+            status, _ = server.get("/v1/launches")
+            assert status == 200
+            # The worker starts on the first refresh; the resource tracker with it.
+            wait_for(lambda: len(children_now(server.proc.pid)) >= 2, 30)
+            left = set(children_now(server.proc.pid))
+            server.proc.kill()
+            assert server.proc.wait(timeout=15) == -signal.SIGKILL
+            took = wait_for(lambda: not alive(left), 15)
+        assert took < 5, took  # at once with a pidfd; within a second or two by polling
+    finally:
+        for pid, _ticks in alive(left):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def alive(processes: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Those of ``processes`` (pid, start ticks) still running: the same pid and start."""
+    table = proc_table()
+    return {
+        (pid, ticks)
+        for pid, ticks in processes
+        if pid in table and table[pid].start_ticks == ticks and table[pid].live
+    }
