@@ -33,6 +33,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+@pytest.fixture(autouse=True)
+def _nothing_remembered() -> None:
+    """Each test judges as a command starts: with no launch's keys remembered from another
+    test (ecpa.runtime.judge.memo; the bench's launches are alike byte for byte)."""
+    from ecpa.runtime.judge.memo import forget
+
+    forget()
+
+
 # The operator's configuration (docs/keys.md), the session's own: $XDG_CONFIG_HOME points at
 # a private temporary directory whose ecpa/trust.json lists the TEST manager key that
 # bench.launchdir certifies with, and the manager key ecpa run uses (made as on first use).

@@ -28,11 +28,10 @@ from pathlib import Path
 from ecpa._files import check_private_dir, open_regular, read_bounded
 from ecpa._text import iso_utc
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
-from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import MAX_TRUST_STORE_BYTES, TrustStore
 from ecpa.runtime.host.logs import judge_logs, open_process_logs
 from ecpa.runtime.judge import history
-from ecpa.runtime.judge.certified import LaunchKeys, launch_keys
+from ecpa.runtime.judge.certified import LaunchKeys, launch_keys, launch_trust_store
 from ecpa.runtime.judge.context import HISTORY_BUDGET_S, Judgement
 from ecpa.runtime.judge.derive import derive_log, verdict_launch
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
@@ -108,12 +107,7 @@ class LaunchDir:
         """
         if isinstance(self.trust, EcpaError):
             raise self.trust
-        path = self.directory / "trust.json"
-        try:
-            doc = parse_object(self.trust, what=str(path))
-        except EcpaError as exc:
-            raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, exc.detail) from None
-        return TrustStore.from_dict(doc)
+        return launch_trust_store(self.trust, str(self.directory / "trust.json"))
 
     def trusted(self, operator: OperatorTrust) -> LaunchKeys:
         """The keys of ``trust.json`` that the manager's certificates, checked against the

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
-from ecpa.errors import EcpaError
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.json.strict_json import parse_object
 from ecpa.profile.trust import TRUST_STORE_SCHEMA, TrustStore
+from ecpa.runtime.judge.memo import Memo, digest
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.model.certificates import (
     identities_of,
@@ -21,11 +24,24 @@ from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE
 from ecpa.runtime.model.launch import ExpectedLaunch
 from ecpa.runtime.model.process import ProcessIdentity
 
-__all__ = ["MAX_SAID", "LaunchKeys", "launch_keys"]
+__all__ = [
+    "MAX_SAID",
+    "MEMO_KEYS",
+    "LaunchKeys",
+    "launch_keys",
+    "launch_trust_store",
+    "store_content",
+]
 
 #: Each kind of problem is said for at most this many lines; the rest are counted.
 MAX_SAID = 5
 _NONE = TrustStore.from_dict({"schema": TRUST_STORE_SCHEMA, "keys": []})
+#: How many launches' keys a process remembers (:mod:`~ecpa.runtime.judge.memo`), added
+#: up over the launches, and as many keys of parsed ``trust.json`` files: twice a fleet of
+#: 10,000 scheduler processes (about 1.8 kB a key remembered: 36 MB each at most).
+MEMO_KEYS = 20_000
+_JUDGED: Memo[tuple[object, ...], LaunchKeys] = Memo("launch keys", MEMO_KEYS)
+_PARSED: Memo[bytes, TrustStore] = Memo("launch trust stores", MEMO_KEYS)
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,45 @@ def _said(code: ReasonCode, lines: list[str]) -> list[Reason]:
     return reasons
 
 
+def launch_trust_store(data: bytes, what: str) -> TrustStore:
+    """A launch's ``trust.json`` from its bytes ``data`` (``what`` names it in errors), the
+    same store for the same bytes (remembered, :data:`MEMO_KEYS` keys of them; a store is
+    never changed once built).
+
+    Raises:
+        EcpaError: ``ATTESTATION_TRUST_STORE_CONFIG`` for bytes that are not strict JSON or
+            not a trust store document (PROFILE §5).
+    """
+    key = digest(data)
+    found = _PARSED.get(key)
+    if found is not None:
+        return found
+    try:
+        store = TrustStore.from_dict(parse_object(data, what=what))
+    except EcpaError as exc:
+        if exc.code is ErrorCode.TRUST_STORE_CONFIG:
+            raise
+        raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, exc.detail) from None
+    return _PARSED.put(key, store, len(store))
+
+
+def store_content(store: TrustStore) -> tuple[tuple[object, ...], ...]:
+    """What a judgement reads of each entry of ``store``, in order: issuer, kid, the raw
+    public key, subjects, enabled and window. Equal for two stores that judge alike."""
+    return tuple(
+        (
+            t.entry.issuer,
+            t.entry.kid,
+            t.key.raw,
+            tuple(t.entry.subjects),
+            t.entry.enabled,
+            t.entry.not_before,
+            t.entry.not_after,
+        )
+        for t in store
+    )
+
+
 def launch_keys(
     launch_trust: TrustStore,
     expected: ExpectedLaunch,
@@ -71,7 +126,41 @@ def launch_keys(
     it was looked for). A 0.1 launch has no manager: its keys are backed by the operator's
     store itself, and a 0.1 launch with certificates is refused (a 0.2 launch rewritten).
     The texts never name where a store found lives: an audit report derived again
-    elsewhere, from the same store at another path, is the same report."""
+    elsewhere, from the same store at another path, is the same report.
+
+    Remembered (launches of :data:`MEMO_KEYS` keys in all): the same inputs, by content, give the
+    answer judged before, which reads no clock (each certificate is judged as of its issue).
+    """
+    if isinstance(certificates, EcpaError):
+        read: object = (certificates.code, certificates.detail)
+    else:
+        read = None if certificates is None else digest(certificates)
+    key = (
+        store_content(launch_trust),
+        expected,
+        digest(launch_doc),
+        read,
+        None if operator is None else store_content(operator),
+        operator_where,
+    )
+    found = _JUDGED.get(key)
+    if found is None:
+        judged = _judge_keys(
+            launch_trust, expected, launch_doc, certificates, operator, operator_where
+        )
+        found = _JUDGED.put(key, judged, len(launch_trust))
+    return found
+
+
+def _judge_keys(
+    launch_trust: TrustStore,
+    expected: ExpectedLaunch,
+    launch_doc: bytes,
+    certificates: bytes | EcpaError | None,
+    operator: TrustStore | None,
+    operator_where: str,
+) -> LaunchKeys:
+    """:func:`launch_keys`, judged."""
     if operator is None:
         text = (
             f"no operator trust store ({operator_where}): a launch's keys are trusted only "
@@ -124,4 +213,4 @@ def launch_keys(
         if torn:
             text += f"; the last line of {ENROLLMENTS_FILE} is torn (a crash), not read"
         reasons.append(Reason(ReasonCode.CERTIFIED, text))
-    return LaunchKeys(store, tuple(reasons), identities)
+    return LaunchKeys(store, tuple(reasons), MappingProxyType(identities))

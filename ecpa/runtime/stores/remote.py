@@ -20,10 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
-from ecpa.profile.json.strict_json import parse_object
-from ecpa.profile.trust import TrustStore
 from ecpa.runtime.judge import history
-from ecpa.runtime.judge.certified import launch_keys
+from ecpa.runtime.judge.certified import launch_keys, launch_trust_store
 from ecpa.runtime.judge.context import HISTORY_BUDGET_S, Judgement
 from ecpa.runtime.judge.derive import verdict_launch
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
@@ -46,15 +44,6 @@ REMOTE_NOTE = (
     "as alive while its newest signed heartbeat is within the heartbeat window; descent from "
     "the supervisor not checked; the supervisor as ecpa ship last saw it"
 )
-
-
-def _trust(data: bytes, what: str) -> TrustStore:
-    try:
-        return TrustStore.from_dict(parse_object(data, what=what))
-    except EcpaError as exc:
-        if exc.code is ErrorCode.TRUST_STORE_CONFIG:
-            raise
-        raise EcpaError(ErrorCode.TRUST_STORE_CONFIG, exc.detail) from None
 
 
 def status_from_store(
@@ -124,7 +113,7 @@ def status_from_store(
                 ErrorCode.TRUST_STORE_CONFIG,
                 f"expected a trust store shipped with {where}, found none",
             )
-        claimed = _trust(row.trust_doc, f"trust store of {where}")
+        claimed = launch_trust_store(row.trust_doc, f"trust store of {where}")
         judged = launch_keys(
             claimed,
             expected,
