@@ -71,6 +71,14 @@ def serve_command(
     ] = 3600.0,
     limit: Limit = 100,
     trust: OperatorStore = None,
+    judges: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            help="Judging processes, each judging its part of the launches (1 to 64; "
+            "0: one per CPU).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve runtime_effective over HTTP: API, Prometheus metrics and a status page.
 
@@ -96,6 +104,7 @@ def serve_command(
         interval=interval,
         stale_after=stale_after,
         retention_s=retention,
+        judges=judges,
     )
     serve(options, say=lambda line: typer.echo(line, err=True))
     raise typer.Exit(EXIT_OK)

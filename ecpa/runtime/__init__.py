@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from ecpa.runtime.host.launches import JudgedList as JudgedList
     from ecpa.runtime.host.launches import LaunchList as LaunchList
     from ecpa.runtime.host.launches import LaunchSummary as LaunchSummary
+    from ecpa.runtime.host.launches import in_part as in_part
     from ecpa.runtime.host.launches import judge_launches as judge_launches
     from ecpa.runtime.host.launches import list_launches as list_launches
+    from ecpa.runtime.host.launches import merge_parts as merge_parts
     from ecpa.runtime.host.receipt import RECEIPT_SUBJECT as RECEIPT_SUBJECT
     from ecpa.runtime.host.receipt import check_receipt as check_receipt
     from ecpa.runtime.host.receipt import check_receipt_files as check_receipt_files

@@ -4,9 +4,10 @@ the newest snapshot, never derive. So there is one derivation per launch per ref
 whatever the number of clients, and each derivation is the incremental one ``ecpa status``
 makes (its history checkpoints beside the logs).
 
-With ``apart`` (``ecpa serve`` does), the judging runs in a process of its own (one
-worker, started on the first refresh, started again if it dies): the refresher thread only
-waits for it and publishes, so requests, which read prerendered bytes, do not share one
+With ``apart`` (``ecpa serve`` does), the judging runs in processes of their own
+(:mod:`ecpa.serve.judges`: ``judges`` of them, each judging its part of the launches,
+started on the first refresh, started again if one dies): the refresher thread only
+waits for them and publishes, so requests, which read prerendered bytes, do not share one
 interpreter lock with thousands of signature checks a refresh (docs/scale.md "The fleet
 verdict": 10,000 slots).
 
@@ -21,16 +22,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import multiprocessing
-import os
-import select
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +43,7 @@ from ecpa.runtime import (
     judge_launches,
     scrub_dsn,
 )
+from ecpa.serve.judges import Judges
 
 __all__ = ["VERSION", "Board", "Entry", "Snapshot", "Sources"]
 
@@ -199,9 +195,12 @@ class Board:
         publish: Callable[[Snapshot], None] | None = None,
         clock: Callable[[], float] = time.time,
         apart: bool = False,
+        judges: int = 1,
     ) -> None:
         if apart and clock is not time.time:
             raise ValueError("expected the system clock for judging apart, found another")
+        if judges != 1 and not apart:
+            raise ValueError(f"expected one judge when not judging apart, found {judges}")
         self.sources = sources
         self.interval = interval
         self.stale_after = stale_after
@@ -216,7 +215,7 @@ class Board:
         self._thread: threading.Thread | None = None
         self._generation = 0
         self._apart = apart
-        self._pool: ProcessPoolExecutor | None = None
+        self._judges = Judges(judges) if apart else None
         #: The refreshes that failed as a whole (never expected; counted, not raised).
         self.failures = 0
 
@@ -257,28 +256,10 @@ class Board:
                 host=src.host,
                 trust=src.trust,
             )
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_quiet,
-                initargs=(os.getpid(),),
-            )
-        try:
-            future = self._pool.submit(
-                judge_launches,
-                tuple(dirs),
-                dsn,
-                limit=src.limit,
-                proc_root=src.proc_root,
-                host=src.host,
-                trust=src.trust,
-            )
-            return future.result()
-        except BrokenProcessPool:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-            raise
+        assert self._judges is not None
+        return self._judges.judge(
+            dirs, dsn, limit=src.limit, proc_root=src.proc_root, host=src.host, trust=src.trust
+        )
 
     def refresh(self) -> Snapshot:
         """Judge every launch now and publish the snapshot (also returned)."""
@@ -384,39 +365,8 @@ class Board:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-
-def _quiet(server: int) -> None:
-    """The judging process leaves SIGINT to ``ecpa serve`` (a terminal's Ctrl-C reaches
-    the whole group): the server stops it when it stops. And it never outlives the server
-    ``server`` (its pid), even one SIGKILLed, which cannot stop it: a daemon thread ends
-    the process the moment the server is gone (:func:`_end_with`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(
-        target=_end_with, args=(server,), name="ecpa-serve-parent", daemon=True
-    ).start()
-
-
-def _end_with(server: int) -> None:
-    """Exit (status 1, at once: nothing of the judging is worth keeping) when process
-    ``server``, this one's parent, ends: waiting on a pidfd where there is one (Linux 5.3),
-    else looking at the parent pid twice a second. The parent is checked after the pidfd is
-    open, so a server that died before, its pid reused, is not watched in its place."""
-    fd: int | None = None
-    try:
-        fd = os.pidfd_open(server)
-    except (AttributeError, OSError):  # not Linux, an old kernel, or the server is gone
-        fd = None
-    try:
-        if fd is not None and os.getppid() == server:
-            select.select([fd], [], [])  # readable once the process has ended
-        while os.getppid() == server:
-            time.sleep(0.5)
-    finally:
-        os._exit(1)
+        if self._judges is not None:
+            self._judges.stop()
 
 
 def dumps(doc: Any) -> bytes:

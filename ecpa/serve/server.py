@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import ipaddress
 import math
+import os
 import signal
 import socket
 import sys
@@ -26,6 +27,7 @@ from ecpa._files import read_private
 from ecpa.errors import ErrorCode, invalid_input
 from ecpa.serve.app import create_app, prerender
 from ecpa.serve.board import Board, Sources
+from ecpa.serve.judges import MAX_JUDGES
 from ecpa.serve.metrics import Metrics
 
 __all__ = [
@@ -116,8 +118,10 @@ class ServeOptions:
     adaptive: bool = False
     #: Largest concurrent connections; more get 503 at once.
     max_connections: int = 64
-    #: Judge in a process of its own (Board's ``apart``), not in the serving interpreter.
+    #: Judge in processes of their own (Board's ``apart``), not in the serving interpreter.
     apart: bool = True
+    #: How many judging processes, each judging its part of the launches.
+    judges: int = 1
 
 
 def serve_options(
@@ -128,6 +132,7 @@ def serve_options(
     interval: float,
     stale_after: float | None,
     retention_s: float,
+    judges: int = 1,
 ) -> ServeOptions:
     """The options of ``ecpa serve``, checked (docs/serve.md): ``stale_after`` None is the
     adaptive default; beyond loopback a token file is required.
@@ -151,6 +156,11 @@ def serve_options(
         raise invalid_input(
             f"expected --retention within [0, 31622400] seconds, found {retention_s}"
         )
+    count = (os.cpu_count() or 1) if judges == 0 else judges
+    if not 1 <= count <= MAX_JUDGES:
+        raise invalid_input(
+            f"expected --judges within [1, {MAX_JUDGES}] (0: one per CPU), found {judges}"
+        )
     address = parse_listen(listen)
     if token_file is None and not is_loopback(address.host):
         raise invalid_input(
@@ -166,6 +176,7 @@ def serve_options(
         stale_after=stale,
         retention_s=retention_s,
         adaptive=stale_after is None,
+        judges=min(count, MAX_JUDGES),
     )
 
 
@@ -318,6 +329,7 @@ def serve(options: ServeOptions, *, say: Callable[[str], None] = print) -> None:
         adaptive=options.adaptive,
         publish=lambda snap: prerender(snap, metrics, page_refresh_s=page_refresh),
         apart=options.apart,
+        judges=options.judges if options.apart else 1,
     )
     try:
         board.refresh()

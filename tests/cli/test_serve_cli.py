@@ -100,12 +100,34 @@ def test_a_kubernetes_secret_mount_is_read(tmp_path: Path) -> None:
         (("--evidence-dir", ".", "--stale-after", "0.5"), "expected --stale-after within"),
         (("--evidence-dir", ".", "--retention", "-1"), "expected --retention within"),
         (("--evidence-dir", ".", "--limit", "0"), "expected --limit within"),
+        (("--evidence-dir", ".", "--judges", "-1"), "expected --judges within [1, 64]"),
+        (("--evidence-dir", ".", "--judges", "65"), "expected --judges within [1, 64]"),
     ],
 )
 def test_usage_errors_exit_2(args: tuple[str, ...], expected: str) -> None:
     out = ecpa_main("serve", *args)
     assert out.status == 2, out
     assert expected in out.err
+
+
+def test_judges_0_is_one_per_cpu(tmp_path: Path) -> None:
+    from ecpa.serve.board import Sources
+    from ecpa.serve.server import serve_options
+
+    def judges(n: int) -> int:
+        options = serve_options(
+            Sources((tmp_path,), None, 10),
+            listen="127.0.0.1:0",
+            token_file=None,
+            interval=1.0,
+            stale_after=None,
+            retention_s=0.0,
+            judges=n,
+        )
+        return options.judges
+
+    assert judges(0) == (os.cpu_count() or 1)
+    assert (judges(1), judges(2), judges(64)) == (1, 2, 64)
 
 
 def test_the_store_can_come_from_ecpa_db(monkeypatch: pytest.MonkeyPatch) -> None:

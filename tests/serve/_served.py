@@ -142,6 +142,7 @@ def served(
     head_timeout_s: float = 10.0,
     max_connections: int = 64,
     apart: bool = False,
+    judges: int = 1,
 ) -> Iterator[Served]:
     metrics = Metrics(retention_s)
     board = Board(
@@ -150,6 +151,7 @@ def served(
         stale_after=stale_after,
         publish=lambda snap: prerender(snap, metrics, page_refresh_s=5),
         apart=apart,
+        judges=judges,
     )
     board.refresh()
     sock = bind(Listen("127.0.0.1", 0))

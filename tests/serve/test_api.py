@@ -14,12 +14,14 @@ import socket
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.launchdir import HOST
+from ecpa.errors import EcpaError
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document
-from ecpa.runtime import EXIT_SCHEMA, status_from_launch_dir
+from ecpa.runtime import EXIT_SCHEMA, in_part, judge_launches, status_from_launch_dir
 from ecpa.serve.board import Board
 from ecpa.serve.encoding import accepts_gzip
 from ecpa.serve.server import Listen, bind
@@ -664,6 +666,65 @@ def test_judging_apart_gives_the_same_verdicts_and_stops_with_the_board(tmp_path
     assert all(e["runtime_effective"] for e in apart["launches"])
     with pytest.raises(ValueError, match="system clock"):
         Board(sources_of(runs, written), apart=True, clock=lambda: 0.0)
+
+
+@pytest.mark.e2e
+def test_two_judging_processes_each_judge_their_part_to_one_answer(tmp_path: Path) -> None:
+    """``judges=2``: each process judges the launches of its part, the same ones each
+    refresh; the listing, every document and what was skipped are those of one judge."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 6)
+    (runs / "not-a-launch").mkdir()
+    (runs / "launch-00000000000000ff").mkdir()  # a launch directory without its files
+    parts = [
+        [w.directory.name for w in written if in_part(w.directory.name, (i, 2))] for i in (0, 1)
+    ]
+    assert all(parts), parts  # both parts hold launches: both processes judge
+    with served(sources_of(runs, written), apart=True) as one:
+        alone = one.get_json("/v1/launches")
+        documents = {
+            w.directory.name: one.get_json(f"/v1/launches/{w.directory.name}") for w in written
+        }
+    with served(sources_of(runs, written), apart=True, judges=2) as srv:
+        together = srv.get_json("/v1/launches")
+        workers = multiprocessing.active_children()
+        assert len(workers) == 2
+        srv.board.refresh()
+        assert multiprocessing.active_children() == workers  # the same two, kept
+        for name, doc in documents.items():
+            assert _timeless(srv.get_json(f"/v1/launches/{name}")) == _timeless(doc), name
+    assert not any(worker.is_alive() for worker in workers)
+    assert _listed(together) == _listed(alone)
+    assert together["skipped"] == alone["skipped"]
+    assert {"not-a-launch", "launch-00000000000000ff"} <= {s["name"] for s in together["skipped"]}
+    with pytest.raises(ValueError, match="one judge"):
+        Board(sources_of(runs, written), judges=2)
+
+
+def _listed(listing: dict[str, Any]) -> list[tuple[str, bool, Any]]:
+    return [(e["launch_id"], e["runtime_effective"], e["coverage"]) for e in listing["launches"]]
+
+
+def _timeless(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a launch's document says, without what moves with the time it was judged at
+    (ages, texts that give them)."""
+    return {
+        "launch_id": doc["launch_id"],
+        "runtime_effective": doc["runtime_effective"],
+        "coverage": doc["coverage"],
+        "slots": [(s["slot"], s["covered"], s["process"], s["kid"]) for s in doc["slots"]],
+        "reasons": [r["code"] for r in doc["reasons"]],
+    }
+
+
+def test_a_part_is_one_of_n_and_stays_so() -> None:
+    names = [f"launch-{i:016x}" for i in range(200)]
+    for parts in (1, 2, 3, 7):
+        found = [[n for n in names if in_part(n, (i, parts))] for i in range(parts)]
+        assert sorted(n for part in found for n in part) == names  # each in exactly one
+        assert all(found), (parts, [len(p) for p in found])
+    with pytest.raises(EcpaError, match="0 <= i < n"):
+        judge_launches((), None, part=(2, 2))
 
 
 @pytest.mark.e2e

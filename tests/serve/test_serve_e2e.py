@@ -195,18 +195,18 @@ def test_serve_a_two_rank_launch_from_its_directory_and_from_the_store(
 
 
 def test_a_sigkilled_server_leaves_no_judging_process_behind(tmp_path: Path) -> None:
-    """``ecpa serve`` judges in a spawned worker (and multiprocessing starts a resource
-    tracker): SIGKILL, which the server cannot handle, must still end both, as their parent's
-    death (they were orphaned before: reparented, running on)."""
+    """``ecpa serve`` judges in spawned processes (and multiprocessing starts a resource
+    tracker): SIGKILL, which the server cannot handle, must still end them all, as their
+    parent's death (they were orphaned before: reparented, running on)."""
     runs = tmp_path / "runs"
     write_runs(runs)
     left: set[tuple[int, int]] = set()
     try:
-        with serving("--evidence-dir", runs) as server:
+        with serving("--evidence-dir", runs, "--judges", "2") as server:
             status, _ = server.get("/v1/launches")
             assert status == 200
-            # The worker starts on the first refresh; the resource tracker with it.
-            wait_for(lambda: len(children_now(server.proc.pid)) >= 2, 30)
+            # The judges start on the first refresh; the resource tracker with them.
+            wait_for(lambda: len(children_now(server.proc.pid)) >= 3, 30)
             left = set(children_now(server.proc.pid))
             server.proc.kill()
             assert server.proc.wait(timeout=15) == -signal.SIGKILL

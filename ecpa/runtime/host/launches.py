@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,10 @@ __all__ = [
     "LaunchList",
     "LaunchSummary",
     "Skipped",
+    "in_part",
+    "judge_launches",
     "list_launches",
+    "merge_parts",
 ]
 
 #: The name ``ecpa run`` gives a launch directory (and its launch id).
@@ -182,12 +186,17 @@ def _from_dir(
     proc_root: Path,
     host: str | None,
     operator: OperatorTrust,
+    part: tuple[int, int],
 ) -> tuple[list[Judged], list[Skipped], list[str]]:
     names, skipped, notes = _names(directory, max_entries)
     if len(names) > limit:
         notes.append(f"{directory}: judged the first {limit:,} of {len(names):,} launches")
+    if part[0] != 0:
+        skipped, notes = [], []  # said by part 0
     found: list[Judged] = []
     for name in names[:limit]:
+        if not in_part(name, part):
+            continue
         launch = directory / name  # the name is launch-<16 hex>: no separator, no "..".
         started = time.perf_counter()
         try:
@@ -206,19 +215,22 @@ def _from_dir(
             skipped.append(Skipped(str(directory), name, f"{exc.code.value}: {exc.detail}"))
             continue
         found.append(_judged(status, name, str(directory), doc, time.perf_counter() - started))
-    return found, skipped, notes
+    return found, sorted(skipped, key=lambda entry: entry.name), notes
 
 
 def _from_store(
-    dsn: str, *, now: int | None, limit: int, operator: OperatorTrust
+    dsn: str, *, now: int | None, limit: int, operator: OperatorTrust, part: tuple[int, int]
 ) -> tuple[list[Judged], list[Skipped], list[str]]:
     with EvidenceStore(dsn, create=False) as store:
         where = store.where
         ids = store.launch_ids(limit + 1)
-        notes = [f"{where}: judged the first {limit:,} launches"] if len(ids) > limit else []
+        cut = len(ids) > limit and part[0] == 0
+        notes = [f"{where}: judged the first {limit:,} launches"] if cut else []
         found: list[Judged] = []
         skipped: list[Skipped] = []
         for launch_id in ids[:limit]:
+            if not in_part(launch_id, part):
+                continue
             started = time.perf_counter()
             try:
                 status = status_from_store(
@@ -244,6 +256,7 @@ def judge_launches(
     proc_root: Path = PROC,
     host: str | None = None,
     trust: Path | None = None,
+    part: tuple[int, int] = (0, 1),
 ) -> JudgedList:
     """The launches in each of ``evidence_dirs`` and in the evidence store at ``dsn``, each
     with its whole derivation, and what was skipped and why; ``proc_root`` is where the
@@ -257,11 +270,19 @@ def judge_launches(
     not stand in for it: judged at a refresh's start, a launch reached seconds later saw its
     newest records as not yet valid, and the refusal was kept).
 
+    ``part`` ``(i, n)``: judge only the launches :func:`in_part` puts in part ``i`` of ``n``
+    (of the same ``limit`` first launches), and say what was skipped and cut only in part 0,
+    so that ``n`` calls, one a part, together give one call's answer (:func:`merge_parts`).
+
     Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for an evidence directory that cannot be listed;
+        EcpaError: ``ECPA_INVALID_INPUT`` for an evidence directory that cannot be listed,
+            or a ``part`` that is not ``(i, n)`` with ``0 <= i < n``;
             ``ECPA_EVIDENCE_STORE`` for a store that cannot be used;
             ``ATTESTATION_TRUST_STORE_CONFIG`` for an operator's trust store named but unusable.
     """
+    index, parts = part
+    if not 0 <= index < parts:
+        raise invalid_input(f"expected a part (i, n) with 0 <= i < n, found {part}")
     operator = operator_trust(trust)
     judged: list[Judged] = []
     skipped: list[Skipped] = []
@@ -276,16 +297,36 @@ def judge_launches(
             proc_root=proc_root,
             host=host,
             operator=operator,
+            part=part,
         )
         judged += found
         skipped += passed
         notes += capped
     if dsn is not None:
-        found, passed, capped = _from_store(dsn, now=now, limit=limit, operator=operator)
+        found, passed, capped = _from_store(dsn, now=now, limit=limit, operator=operator, part=part)
         judged += found
         skipped += passed
         notes += capped
     return JudgedList(tuple(judged), tuple(skipped), tuple(notes))
+
+
+def in_part(launch_id: str, part: tuple[int, int]) -> bool:
+    """Whether launch ``launch_id`` is in part ``i`` of ``n`` (``part``): by the CRC-32 of
+    its name, so a launch stays in its part from one call to the next, whatever the others."""
+    index, parts = part
+    return parts == 1 or zlib.crc32(launch_id.encode()) % parts == index
+
+
+def merge_parts(lists: Sequence[JudgedList]) -> JudgedList:
+    """The answers of :func:`judge_launches` for parts ``(0, n)`` .. ``(n-1, n)`` of one
+    source (one directory, or the store), in that order, as one call's: the launches and
+    what was skipped each in name order (as one call lists them), what was cut as part 0
+    said."""
+    if len(lists) == 1:
+        return lists[0]
+    judged = sorted((j for found in lists for j in found.judged), key=lambda j: j.summary.launch_id)
+    skipped = sorted((e for found in lists for e in found.skipped), key=lambda e: e.name)
+    return JudgedList(tuple(judged), tuple(skipped), lists[0].truncated)
 
 
 def list_launches(

@@ -1,0 +1,143 @@
+"""``ecpa serve``'s judging processes (docs/serve.md): each a spawned process of its own,
+judging its part of every source's launches (:func:`~ecpa.runtime.host.launches.in_part`:
+the same launches each refresh, so each process's memory of their keys serves again), the
+parts merged into one answer. A process that died is replaced at the next refresh; none
+outlives the server, even one SIGKILLed."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from ecpa.runtime import JudgedList, judge_launches, merge_parts
+
+__all__ = ["MAX_JUDGES", "Judges"]
+
+#: The most judging processes a server runs (``ecpa serve --judges``).
+MAX_JUDGES = 64
+
+
+class Judges:
+    """``count`` judging processes, each started at its first job."""
+
+    def __init__(self, count: int) -> None:
+        if not 1 <= count <= MAX_JUDGES:
+            raise ValueError(f"expected 1 to {MAX_JUDGES} judging processes, found {count}")
+        self._pools: list[ProcessPoolExecutor | None] = [None] * count
+
+    def __len__(self) -> int:
+        return len(self._pools)
+
+    def judge(
+        self,
+        dirs: Sequence[Path],
+        dsn: str | None,
+        *,
+        limit: int,
+        proc_root: Path,
+        host: str | None,
+        trust: Path | None,
+    ) -> JudgedList:
+        """One source's launches (``dirs``, or the store at ``dsn``), each process judging
+        its part: the same answer as one :func:`~ecpa.runtime.host.launches.judge_launches`
+        call with these arguments (:func:`~ecpa.runtime.host.launches.merge_parts`).
+
+        Raises:
+            EcpaError: as :func:`~ecpa.runtime.host.launches.judge_launches`.
+            BrokenProcessPool: a judging process died (each such one is replaced next time).
+        """
+        parts = len(self._pools)
+        futures: list[tuple[int, Future[JudgedList]]] = []
+        broken: list[int] = []
+        for index in range(parts):
+            try:
+                future = self._pool(index).submit(
+                    judge_launches,
+                    tuple(dirs),
+                    dsn,
+                    limit=limit,
+                    proc_root=proc_root,
+                    host=host,
+                    trust=trust,
+                    part=(index, parts),
+                )
+            except BrokenProcessPool:
+                broken.append(index)
+            else:
+                futures.append((index, future))
+        answers: list[JudgedList] = []
+        failure: BaseException | None = None
+        for index, future in futures:  # each waited for, whatever another raised
+            try:
+                answers.append(future.result())
+            except BrokenProcessPool:
+                broken.append(index)
+            except BaseException as exc:
+                failure = failure or exc
+        for index in broken:
+            pool = self._pools[index]
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            self._pools[index] = None
+        if broken:
+            raise BrokenProcessPool(f"judging process(es) {sorted(broken)} of {parts} died")
+        if failure is not None:
+            raise failure
+        return merge_parts(answers)
+
+    def _pool(self, index: int) -> ProcessPoolExecutor:
+        """Judging process ``index``'s pool, started (again) when it has none."""
+        pool = self._pools[index]
+        if pool is None:
+            pool = self._pools[index] = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_quiet,
+                initargs=(os.getpid(),),
+            )
+        return pool
+
+    def stop(self) -> None:
+        """End every judging process (waiting for each)."""
+        for index, pool in enumerate(self._pools):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+                self._pools[index] = None
+
+
+def _quiet(server: int) -> None:
+    """The judging process leaves SIGINT to ``ecpa serve`` (a terminal's Ctrl-C reaches
+    the whole group): the server stops it when it stops. And it never outlives the server
+    ``server`` (its pid), even one SIGKILLed, which cannot stop it: a daemon thread ends
+    the process the moment the server is gone (:func:`_end_with`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(
+        target=_end_with, args=(server,), name="ecpa-serve-parent", daemon=True
+    ).start()
+
+
+def _end_with(server: int) -> None:
+    """Exit (status 1, at once: nothing of the judging is worth keeping) when process
+    ``server``, this one's parent, ends: waiting on a pidfd where there is one (Linux 5.3),
+    else looking at the parent pid twice a second. The parent is checked after the pidfd is
+    open, so a server that died before, its pid reused, is not watched in its place."""
+    fd: int | None = None
+    try:
+        fd = os.pidfd_open(server)
+    except (AttributeError, OSError):  # not Linux, an old kernel, or the server is gone
+        fd = None
+    try:
+        if fd is not None and os.getppid() == server:
+            select.select([fd], [], [])  # readable once the process has ended
+        while os.getppid() == server:
+            time.sleep(0.5)
+    finally:
+        os._exit(1)
