@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,11 @@ from ecpa.runtime import MAX_LAUNCH_FILE_BYTES, EvidenceStore, RuntimeStatus, Sl
 
 __all__ = [
     "STAGES",
+    "Manifest",
     "Stage",
     "launch_dir_binding",
     "lifecycle",
+    "once",
     "status_document",
     "store_binding",
 ]
@@ -54,7 +56,32 @@ def _text(binding: Mapping[str, Any] | None, name: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _installed(plugin_id: str | None, digest: str | None) -> Stage:
+#: Where the installed bundle's manifest is read: :func:`~ecpa.launcher.plan.bundle_manifest`,
+#: or one reading shared by many documents (:func:`once`).
+Manifest = Callable[[], tuple[str, bytes]]
+
+
+def once(read: Manifest) -> Manifest:
+    """``read``, called at most once: its answer (or its error) given again to every later
+    call. A refresh that documents many launches reads the installed bundle once, not once a
+    launch (each reading scans every installed distribution's entry points)."""
+    kept: list[tuple[str, bytes] | EcpaError] = []
+
+    def again() -> tuple[str, bytes]:
+        if not kept:
+            try:
+                kept.append(read())
+            except EcpaError as exc:
+                kept.append(exc)
+        found = kept[0]
+        if isinstance(found, EcpaError):
+            raise EcpaError(found.code, found.detail)
+        return found
+
+    return again
+
+
+def _installed(plugin_id: str | None, digest: str | None, manifest: Manifest) -> Stage:
     if plugin_id != DEFAULT_PLUGIN_ID:
         return Stage(
             False,
@@ -62,7 +89,7 @@ def _installed(plugin_id: str | None, digest: str | None) -> Stage:
             f"plugin {DEFAULT_PLUGIN_ID!r}: its installation is not known here",
         )
     try:
-        where, data = bundle_manifest()
+        where, data = manifest()
     except EcpaError as exc:
         return Stage(False, f"bundle not installed or not usable: {exc.detail}")
     installed = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -104,16 +131,22 @@ def _enabled(binding: Mapping[str, Any] | None, status: RuntimeStatus) -> Stage:
     )
 
 
-def lifecycle(binding: Mapping[str, Any] | None, status: RuntimeStatus) -> dict[str, Stage]:
+def lifecycle(
+    binding: Mapping[str, Any] | None,
+    status: RuntimeStatus,
+    *,
+    manifest: Manifest = bundle_manifest,
+) -> dict[str, Stage]:
     """The four stages of the launch whose ``launch.json`` (or binding) is ``binding``
-    (None: it could not be read) and whose derivation is ``status``; never raises for a
-    missing or broken bundle (the stage is false and says why)."""
+    (None: it could not be read) and whose derivation is ``status``, the installed bundle
+    read by ``manifest``; never raises for a missing or broken bundle (the stage is false
+    and says why)."""
     plugin_id = _text(binding, "plugin_id")
     first = next((reason.text for reason in status.reasons), "no reasons")
     covered = sum(slot.covered for slot in status.slots)
     verdict = f"coverage {covered}/{len(status.slots)} slots; {first}"
     return {
-        "installed": _installed(plugin_id, _text(binding, "artifact_digest")),
+        "installed": _installed(plugin_id, _text(binding, "artifact_digest"), manifest),
         "configured": _configured(plugin_id, status),
         "enabled": _enabled(binding, status),
         "runtime_effective": Stage(status.effective, verdict),
@@ -144,11 +177,17 @@ def _slot_json(slot: SlotStatus) -> dict[str, Any]:
     }
 
 
-def status_document(status: RuntimeStatus, binding: Mapping[str, Any] | None) -> dict[str, Any]:
+def status_document(
+    status: RuntimeStatus,
+    binding: Mapping[str, Any] | None,
+    *,
+    manifest: Manifest = bundle_manifest,
+) -> dict[str, Any]:
     """The document ``ecpa status --json`` prints (docs/cli.md), ``ecpa serve`` serves and
     ``ecpa launches`` summarizes: the derivation ``status`` of the launch whose
-    ``launch.json`` (or binding) is ``binding``, with its :func:`lifecycle`."""
-    stages = lifecycle(binding, status)
+    ``launch.json`` (or binding) is ``binding``, with its :func:`lifecycle` (the installed
+    bundle read by ``manifest``)."""
+    stages = lifecycle(binding, status, manifest=manifest)
     covered = sum(s.covered for s in status.slots)
     return {
         "runtime_effective": status.effective,

@@ -32,7 +32,8 @@ from typing import Any
 
 from ecpa._text import safe
 from ecpa.errors import EcpaError
-from ecpa.launcher.lifecycle import status_document
+from ecpa.launcher.lifecycle import Manifest, once, status_document
+from ecpa.launcher.plan import bundle_manifest
 from ecpa.profile.json.strict_json import parse_object
 from ecpa.runtime import (
     PROC,
@@ -123,18 +124,18 @@ class Snapshot:
     rendered: dict[str, bytes] = field(default_factory=dict)
 
 
-def _document(judged: Judged) -> dict[str, Any]:
+def _document(judged: Judged, manifest: Manifest) -> dict[str, Any]:
     binding: dict[str, Any] | None
     try:
         binding = parse_object(judged.launch_doc, what="launch.json") if judged.launch_doc else None
     except EcpaError:
         binding = None
-    doc = status_document(judged.status, binding)
+    doc = status_document(judged.status, binding, manifest=manifest)
     summary = judged.summary
     return {"launch_id": summary.launch_id, "source": summary.source, **doc}
 
 
-def _entry(judged: Judged, previous: Entry | None, mono: float) -> Entry:
+def _entry(judged: Judged, previous: Entry | None, mono: float, manifest: Manifest) -> Entry:
     summary = judged.summary
     ended = summary.ended is not None
     seen = previous.ended_seen if previous is not None and previous.ended_seen else None
@@ -144,7 +145,7 @@ def _entry(judged: Judged, previous: Entry | None, mono: float) -> Entry:
         summary.effective,
         ended,
         summary.to_dict(),
-        _document(judged),
+        _document(judged, manifest),
         judged.status,
         (seen or mono) if ended else None,
     )
@@ -273,6 +274,7 @@ class Board:
         truncated = [note for found in lists for note in found.truncated]
         sources: list[tuple[str, str | None]] = []
         derivations: list[float] = []
+        manifest = once(bundle_manifest)  # the installed bundle, read once a refresh
         for name, outcome in results:
             if isinstance(outcome, str):
                 sources.append((name, outcome))
@@ -289,7 +291,7 @@ class Board:
                     detail = f"the same launch id is served from {entries[launch_id].source}"
                     skipped.append({"source": name, "name": launch_id, "detail": detail})
                     continue
-                entries[launch_id] = _entry(judged, old.get(launch_id), mono)
+                entries[launch_id] = _entry(judged, old.get(launch_id), mono, manifest)
         self._generation += 1
         snapshot = Snapshot(
             entries,

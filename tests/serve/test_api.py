@@ -64,6 +64,58 @@ def test_the_listing_and_a_launch_document_are_the_status_derivation(tmp_path: P
     assert doc["lifecycle"]["runtime_effective"]["state"] is True
 
 
+def test_a_refresh_reads_the_installed_bundle_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each launch's document says whether the bundle is installed; the bundle is read
+    once a refresh, whatever the number of launches (each reading scans every installed
+    distribution's entry points), and again at the next refresh (installed meanwhile)."""
+    from ecpa.errors import ErrorCode
+    from ecpa.serve import board as board_module
+
+    calls: list[int] = []
+    answers = iter(["missing", "missing", "installed"])
+
+    def manifest() -> tuple[str, bytes]:
+        calls.append(1)
+        if next(answers) == "missing":
+            raise EcpaError(ErrorCode.INVALID_INPUT, "no bundle, as a test says")
+        return "a test's manifest", b"{}"
+
+    monkeypatch.setattr(board_module, "bundle_manifest", manifest)
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 3)
+    with served(sources_of(runs, written)) as srv:  # one refresh
+        assert len(calls) == 1
+        stages = [srv.get_json(f"/v1/launches/{launch_id(n)}")["lifecycle"] for n in (1, 2, 3)]
+        assert all("no bundle, as a test says" in s["installed"]["detail"] for s in stages)
+        srv.board.refresh()
+        srv.board.refresh()
+        assert len(calls) == 3
+        installed = srv.get_json(f"/v1/launches/{ONE}")["lifecycle"]["installed"]
+        assert "a test's manifest has digest sha256:" in installed["detail"]
+
+
+def test_once_answers_as_the_first_call_did() -> None:
+    from ecpa.errors import ErrorCode
+    from ecpa.launcher.lifecycle import once
+
+    calls: list[int] = []
+
+    def fails() -> tuple[str, bytes]:
+        calls.append(1)
+        raise EcpaError(ErrorCode.INVALID_INPUT, "gone")
+
+    read = once(fails)
+    for _ in range(3):
+        with pytest.raises(EcpaError, match="gone") as caught:
+            read()
+        assert caught.value.code is ErrorCode.INVALID_INPUT
+    assert calls == [1]
+    good = once(lambda: ("where", b"data"))
+    assert good() == good() == ("where", b"data")
+
+
 def test_metrics_name_each_launch_and_slot(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     written = write_runs(runs, 1, slots=3)
