@@ -76,7 +76,7 @@ def serve_command(
         typer.Option(
             metavar="N",
             help="Judging processes, each judging its part of the launches (1 to 64; "
-            "0: one per CPU).",
+            "0: one per CPU this process may use).",
         ),
     ] = 1,
 ) -> None:

@@ -32,9 +32,11 @@ if TYPE_CHECKING:
     from ecpa.runtime.host.launches import JudgedList as JudgedList
     from ecpa.runtime.host.launches import LaunchList as LaunchList
     from ecpa.runtime.host.launches import LaunchSummary as LaunchSummary
+    from ecpa.runtime.host.launches import Listing as Listing
     from ecpa.runtime.host.launches import in_part as in_part
     from ecpa.runtime.host.launches import judge_launches as judge_launches
     from ecpa.runtime.host.launches import list_launches as list_launches
+    from ecpa.runtime.host.launches import list_source as list_source
     from ecpa.runtime.host.launches import merge_parts as merge_parts
     from ecpa.runtime.host.receipt import RECEIPT_SUBJECT as RECEIPT_SUBJECT
     from ecpa.runtime.host.receipt import check_receipt as check_receipt

@@ -1,8 +1,9 @@
 """``ecpa serve``'s judging processes (docs/serve.md): each a spawned process of its own,
-judging its part of every source's launches (:func:`~ecpa.runtime.host.launches.in_part`:
-the same launches each refresh, so each process's memory of their keys serves again), the
-parts merged into one answer. A process that died is replaced at the next refresh; none
-outlives the server, even one SIGKILLed."""
+judging its part of every source's launches, listed once by the server
+(:func:`~ecpa.runtime.host.launches.in_part`: the same launches each refresh, so each
+process's memory of their keys serves again), the parts merged into one answer. A
+process that died is replaced at the next refresh; none outlives the server, even one
+SIGKILLed."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from ecpa.runtime import JudgedList, judge_launches, merge_parts
+from ecpa.errors import invalid_input
+from ecpa.runtime import JudgedList, in_part, judge_launches, list_source, merge_parts
 
 __all__ = ["MAX_JUDGES", "Judges"]
 
@@ -45,29 +47,37 @@ class Judges:
         proc_root: Path,
         host: str | None,
         trust: Path | None,
+        now: int | None = None,
     ) -> JudgedList:
-        """One source's launches (``dirs``, or the store at ``dsn``), each process judging
-        its part: the same answer as one :func:`~ecpa.runtime.host.launches.judge_launches`
-        call with these arguments (:func:`~ecpa.runtime.host.launches.merge_parts`).
+        """One source's launches (one directory of ``dirs``, or the store at ``dsn``),
+        listed here once (:func:`~ecpa.runtime.host.launches.list_source`), each judging
+        process judging its part of that listing: the answer one
+        :func:`~ecpa.runtime.host.launches.judge_launches` call with these arguments gives
+        (:func:`~ecpa.runtime.host.launches.merge_parts`). ``now``: see that function.
 
         Raises:
-            EcpaError: as :func:`~ecpa.runtime.host.launches.judge_launches`.
+            EcpaError: as :func:`~ecpa.runtime.host.launches.judge_launches`;
+                ``ECPA_INVALID_INPUT`` for other than one source.
             BrokenProcessPool: a judging process died (each such one is replaced next time).
         """
+        if len(dirs) + (dsn is not None) != 1:
+            raise invalid_input("expected one source to judge: a directory or a store")
+        listing = list_source(dirs[0] if dirs else None, dsn, limit=limit)
         parts = len(self._pools)
         futures: list[tuple[int, Future[JudgedList]]] = []
         broken: list[int] = []
         for index in range(parts):
+            mine = [name for name in listing.names if in_part(name, (index, parts))]
             try:
                 future = self._pool(index).submit(
                     judge_launches,
                     tuple(dirs),
                     dsn,
-                    limit=limit,
+                    now=now,
                     proc_root=proc_root,
                     host=host,
                     trust=trust,
-                    part=(index, parts),
+                    names=tuple(mine),
                 )
             except BrokenProcessPool:
                 broken.append(index)
@@ -91,7 +101,7 @@ class Judges:
             raise BrokenProcessPool(f"judging process(es) {sorted(broken)} of {parts} died")
         if failure is not None:
             raise failure
-        return merge_parts(answers)
+        return merge_parts(listing, answers)
 
     def _pool(self, index: int) -> ProcessPoolExecutor:
         """Judging process ``index``'s pool, started (again) when it has none."""

@@ -156,11 +156,11 @@ def serve_options(
         raise invalid_input(
             f"expected --retention within [0, 31622400] seconds, found {retention_s}"
         )
-    count = (os.cpu_count() or 1) if judges == 0 else judges
-    if not 1 <= count <= MAX_JUDGES:
+    if not 0 <= judges <= MAX_JUDGES:
         raise invalid_input(
             f"expected --judges within [1, {MAX_JUDGES}] (0: one per CPU), found {judges}"
         )
+    count = judges or min(usable_cpus(), MAX_JUDGES)
     address = parse_listen(listen)
     if token_file is None and not is_loopback(address.host):
         raise invalid_input(
@@ -176,8 +176,17 @@ def serve_options(
         stale_after=stale,
         retention_s=retention_s,
         adaptive=stale_after is None,
-        judges=min(count, MAX_JUDGES),
+        judges=count,
     )
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, as a container's cpuset sets it), or
+    the machine's where affinity is not known."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def bind(listen: Listen) -> socket.socket:

@@ -110,7 +110,7 @@ def test_usage_errors_exit_2(args: tuple[str, ...], expected: str) -> None:
     assert expected in out.err
 
 
-def test_judges_0_is_one_per_cpu(tmp_path: Path) -> None:
+def test_judges_0_is_one_per_usable_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ecpa.serve.board import Sources
     from ecpa.serve.server import serve_options
 
@@ -126,8 +126,12 @@ def test_judges_0_is_one_per_cpu(tmp_path: Path) -> None:
         )
         return options.judges
 
-    assert judges(0) == (os.cpu_count() or 1)
+    assert judges(0) == min(len(os.sched_getaffinity(0)), 64)
     assert (judges(1), judges(2), judges(64)) == (1, 2, 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(128)))
+    assert judges(0) == 64  # one per CPU, at most 64
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    assert judges(0) == 1  # the CPUs this process may use, not the machine's
 
 
 def test_the_store_can_come_from_ecpa_db(monkeypatch: pytest.MonkeyPatch) -> None:

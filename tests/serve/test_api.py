@@ -11,6 +11,8 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -21,7 +23,14 @@ import pytest
 from bench.launchdir import HOST
 from ecpa.errors import EcpaError
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document
-from ecpa.runtime import EXIT_SCHEMA, in_part, judge_launches, status_from_launch_dir
+from ecpa.runtime import (
+    EXIT_SCHEMA,
+    in_part,
+    judge_launches,
+    list_source,
+    merge_parts,
+    status_from_launch_dir,
+)
 from ecpa.serve.board import Board
 from ecpa.serve.encoding import accepts_gzip
 from ecpa.serve.server import Listen, bind
@@ -727,7 +736,8 @@ def test_two_judging_processes_each_judge_their_part_to_one_answer(tmp_path: Pat
     runs = tmp_path / "runs"
     written = write_runs(runs, 6)
     (runs / "not-a-launch").mkdir()
-    (runs / "launch-00000000000000ff").mkdir()  # a launch directory without its files
+    for broken in _broken_in_each_part(2):
+        (runs / broken).mkdir()  # a launch directory without its files, in each part
     parts = [
         [w.directory.name for w in written if in_part(w.directory.name, (i, 2))] for i in (0, 1)
     ]
@@ -748,7 +758,7 @@ def test_two_judging_processes_each_judge_their_part_to_one_answer(tmp_path: Pat
     assert not any(worker.is_alive() for worker in workers)
     assert _listed(together) == _listed(alone)
     assert together["skipped"] == alone["skipped"]
-    assert {"not-a-launch", "launch-00000000000000ff"} <= {s["name"] for s in together["skipped"]}
+    assert {"not-a-launch", *_broken_in_each_part(2)} <= {s["name"] for s in together["skipped"]}
     with pytest.raises(ValueError, match="one judge"):
         Board(sources_of(runs, written), judges=2)
 
@@ -769,14 +779,68 @@ def _timeless(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _broken_in_each_part(parts: int) -> list[str]:
+    """A launch name in each of ``parts`` parts (for directories without their files)."""
+    found: dict[int, str] = {}
+    for n in range(0xF000, 0xF100):
+        name = f"launch-{n:016x}"
+        index = next(i for i in range(parts) if in_part(name, (i, parts)))
+        found.setdefault(index, name)
+    return [found[i] for i in range(parts)]
+
+
+@pytest.mark.parametrize("limit", [100, 4])
+def test_parts_judged_apart_merge_to_what_one_call_gives(tmp_path: Path, limit: int) -> None:
+    """The listing once, its names in 3 parts each judged by itself, merged: the launches,
+    the entries skipped (not launches, launches that cannot be judged, in every part) and
+    the note of a cut are one call's, in its order."""
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 5)
+    (runs / "not-a-launch").mkdir()
+    for broken in _broken_in_each_part(3):
+        (runs / broken).mkdir()
+    now = int(time.time())
+    where = {"now": now, "proc_root": written[0].proc_root, "host": HOST}
+    one = judge_launches([runs], limit=limit, **where)
+    listing = list_source(runs, None, limit=limit)
+    answers = [
+        judge_launches(
+            [runs], names=[n for n in listing.names if in_part(n, (i, 3))], limit=limit, **where
+        )
+        for i in range(3)
+    ]
+    merged = merge_parts(listing, answers)
+    assert [j.summary for j in merged.judged] == [j.summary for j in one.judged]
+    assert merged.skipped == one.skipped
+    assert merged.truncated == one.truncated
+    assert len(merged.judged) + len(merged.skipped) > 3
+    if limit == 4:
+        assert "judged the first 4 of " in " ".join(merged.truncated)
+    with pytest.raises(EcpaError, match="one source"):
+        judge_launches([runs, runs], names=[], **where)
+    with pytest.raises(EcpaError, match="launch name"):
+        judge_launches([runs], names=["../elsewhere"], **where)
+
+
 def test_a_part_is_one_of_n_and_stays_so() -> None:
+    """Each launch in exactly one part, and in the same part in another process (a judging
+    process is spawned: a hash seeded per process would move launches between them)."""
     names = [f"launch-{i:016x}" for i in range(200)]
     for parts in (1, 2, 3, 7):
         found = [[n for n in names if in_part(n, (i, parts))] for i in range(parts)]
         assert sorted(n for part in found for n in part) == names  # each in exactly one
         assert all(found), (parts, [len(p) for p in found])
+    code = (
+        "from ecpa.runtime import in_part\n"
+        f"names = {names!r}\n"
+        "print([[n for n in names if in_part(n, (i, 7))] for i in range(7)])"
+    )
+    elsewhere = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert elsewhere.stdout.strip() == repr(found)
     with pytest.raises(EcpaError, match="0 <= i < n"):
-        judge_launches((), None, part=(2, 2))
+        in_part(names[0], (2, 2))
 
 
 @pytest.mark.e2e

@@ -38,10 +38,12 @@ __all__ = [
     "JudgedList",
     "LaunchList",
     "LaunchSummary",
+    "Listing",
     "Skipped",
     "in_part",
     "judge_launches",
     "list_launches",
+    "list_source",
     "merge_parts",
 ]
 
@@ -176,27 +178,60 @@ def _names(directory: Path, max_entries: int) -> tuple[list[str], list[Skipped],
     return sorted(names), sorted(skipped, key=lambda entry: entry.name), notes
 
 
+@dataclass(frozen=True)
+class Listing:
+    """One source's launches as listed (:func:`list_source`): the first ``limit`` names (a
+    directory's in name order, the store's in its order), the entries that are not launches,
+    and the notes of what was cut."""
+
+    names: tuple[str, ...]
+    skipped: tuple[Skipped, ...]
+    notes: tuple[str, ...]
+
+
+def list_source(
+    directory: Path | None,
+    dsn: str | None,
+    *,
+    limit: int = MAX_LAUNCHES,
+    max_entries: int = MAX_ENTRIES,
+) -> Listing:
+    """The launches of one source, ``directory`` or else the store at ``dsn``, as
+    :func:`judge_launches` lists them before judging them.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a directory that cannot be listed or not
+            exactly one source; ``ECPA_EVIDENCE_STORE`` for a store that cannot be used.
+    """
+    if (directory is None) == (dsn is None):
+        raise invalid_input("expected one source: an evidence directory or a store")
+    if directory is not None:
+        names, skipped, notes = _names(directory, max_entries)
+        if len(names) > limit:
+            notes.append(f"{directory}: judged the first {limit:,} of {len(names):,} launches")
+        return Listing(tuple(names[:limit]), tuple(skipped), tuple(notes))
+    assert dsn is not None
+    with EvidenceStore(dsn, create=False) as store:
+        ids = store.launch_ids(limit + 1)
+        cut = [f"{store.where}: judged the first {limit:,} launches"] if len(ids) > limit else []
+    return Listing(tuple(ids[:limit]), (), tuple(cut))
+
+
 def _from_dir(
     directory: Path,
+    names: Sequence[str],
     *,
     now: int | None,
     clock: Callable[[], float],
-    limit: int,
-    max_entries: int,
     proc_root: Path,
     host: str | None,
     operator: OperatorTrust,
-    part: tuple[int, int],
-) -> tuple[list[Judged], list[Skipped], list[str]]:
-    names, skipped, notes = _names(directory, max_entries)
-    if len(names) > limit:
-        notes.append(f"{directory}: judged the first {limit:,} of {len(names):,} launches")
-    if part[0] != 0:
-        skipped, notes = [], []  # said by part 0
+) -> tuple[list[Judged], list[Skipped]]:
     found: list[Judged] = []
-    for name in names[:limit]:
-        if not in_part(name, part):
-            continue
+    skipped: list[Skipped] = []
+    for name in names:
+        if not LAUNCH_DIR_NAME.fullmatch(name):  # names given: never a path
+            raise invalid_input(f"expected a launch name launch-<16 hex>, found {name!r}")
         launch = directory / name  # the name is launch-<16 hex>: no separator, no "..".
         started = time.perf_counter()
         try:
@@ -215,34 +250,36 @@ def _from_dir(
             skipped.append(Skipped(str(directory), name, f"{exc.code.value}: {exc.detail}"))
             continue
         found.append(_judged(status, name, str(directory), doc, time.perf_counter() - started))
-    return found, sorted(skipped, key=lambda entry: entry.name), notes
+    return found, skipped
 
 
 def _from_store(
-    dsn: str, *, now: int | None, limit: int, operator: OperatorTrust, part: tuple[int, int]
-) -> tuple[list[Judged], list[Skipped], list[str]]:
+    dsn: str, ids: Sequence[str], *, now: int | None, operator: OperatorTrust
+) -> tuple[list[Judged], list[Skipped]]:
     with EvidenceStore(dsn, create=False) as store:
         where = store.where
-        ids = store.launch_ids(limit + 1)
-        cut = len(ids) > limit and part[0] == 0
-        notes = [f"{where}: judged the first {limit:,} launches"] if cut else []
         found: list[Judged] = []
         skipped: list[Skipped] = []
-        for launch_id in ids[:limit]:
-            if not in_part(launch_id, part):
-                continue
+        for launch_id in ids:
             started = time.perf_counter()
             try:
                 status = status_from_store(
-                    dsn, launch_id, now=now, save_checkpoints=now is None, operator=operator
+                    dsn,
+                    launch_id,
+                    now=now,
+                    save_checkpoints=now is None,
+                    operator=operator,
+                    store=store,  # one connection for the source, as status --all
                 )
                 row = store.launch(launch_id)
             except EcpaError as exc:
+                if store.transient:  # the store itself failed: no other launch can be judged
+                    raise
                 skipped.append(Skipped(where, launch_id, f"{exc.code.value}: {exc.detail}"))
                 continue
             doc = b"" if row is None else row.launch_doc
             found.append(_judged(status, launch_id, where, doc, time.perf_counter() - started))
-    return found, skipped, notes
+    return found, skipped
 
 
 def judge_launches(
@@ -256,7 +293,7 @@ def judge_launches(
     proc_root: Path = PROC,
     host: str | None = None,
     trust: Path | None = None,
-    part: tuple[int, int] = (0, 1),
+    names: Sequence[str] | None = None,
 ) -> JudgedList:
     """The launches in each of ``evidence_dirs`` and in the evidence store at ``dsn``, each
     with its whole derivation, and what was skipped and why; ``proc_root`` is where the
@@ -270,63 +307,76 @@ def judge_launches(
     not stand in for it: judged at a refresh's start, a launch reached seconds later saw its
     newest records as not yet valid, and the refusal was kept).
 
-    ``part`` ``(i, n)``: judge only the launches :func:`in_part` puts in part ``i`` of ``n``
-    (of the same ``limit`` first launches), and say what was skipped and cut only in part 0,
-    so that ``n`` calls, one a part, together give one call's answer (:func:`merge_parts`).
+    ``names``: judge exactly these launches of the one source given, in this order, without
+    listing it (a part of a :func:`list_source` listing; :func:`merge_parts`).
 
     Raises:
         EcpaError: ``ECPA_INVALID_INPUT`` for an evidence directory that cannot be listed,
-            or a ``part`` that is not ``(i, n)`` with ``0 <= i < n``;
+            or ``names`` with other than one source or a name that is not a launch's;
             ``ECPA_EVIDENCE_STORE`` for a store that cannot be used;
             ``ATTESTATION_TRUST_STORE_CONFIG`` for an operator's trust store named but unusable.
     """
-    index, parts = part
-    if not 0 <= index < parts:
-        raise invalid_input(f"expected a part (i, n) with 0 <= i < n, found {part}")
+    if names is not None and len(evidence_dirs) + (dsn is not None) != 1:
+        raise invalid_input("expected one source for the launches named, found another number")
     operator = operator_trust(trust)
     judged: list[Judged] = []
     skipped: list[Skipped] = []
     notes: list[str] = []
     for directory in evidence_dirs:
-        found, passed, capped = _from_dir(
+        listing = (
+            Listing(tuple(names), (), ())
+            if names is not None
+            else list_source(directory, None, limit=limit, max_entries=max_entries)
+        )
+        found, failed = _from_dir(
             directory,
+            listing.names,
             now=now,
             clock=clock,
-            limit=limit,
-            max_entries=max_entries,
             proc_root=proc_root,
             host=host,
             operator=operator,
-            part=part,
         )
         judged += found
-        skipped += passed
-        notes += capped
+        skipped += [*listing.skipped, *failed]
+        notes += listing.notes
     if dsn is not None:
-        found, passed, capped = _from_store(dsn, now=now, limit=limit, operator=operator, part=part)
+        listing = (
+            Listing(tuple(names), (), ())
+            if names is not None
+            else list_source(None, dsn, limit=limit)
+        )
+        found, failed = _from_store(dsn, listing.names, now=now, operator=operator)
         judged += found
-        skipped += passed
-        notes += capped
+        skipped += failed
+        notes += listing.notes
     return JudgedList(tuple(judged), tuple(skipped), tuple(notes))
 
 
 def in_part(launch_id: str, part: tuple[int, int]) -> bool:
     """Whether launch ``launch_id`` is in part ``i`` of ``n`` (``part``): by the CRC-32 of
-    its name, so a launch stays in its part from one call to the next, whatever the others."""
+    its name, so a launch stays in its part from one call to the next, whatever the others.
+
+    Raises:
+        EcpaError: ``ECPA_INVALID_INPUT`` for a ``part`` that is not ``(i, n)``, ``0 <= i < n``.
+    """
     index, parts = part
+    if not 0 <= index < parts:
+        raise invalid_input(f"expected a part (i, n) with 0 <= i < n, found {part}")
     return parts == 1 or zlib.crc32(launch_id.encode()) % parts == index
 
 
-def merge_parts(lists: Sequence[JudgedList]) -> JudgedList:
-    """The answers of :func:`judge_launches` for parts ``(0, n)`` .. ``(n-1, n)`` of one
-    source (one directory, or the store), in that order, as one call's: the launches and
-    what was skipped each in name order (as one call lists them), what was cut as part 0
-    said."""
-    if len(lists) == 1:
-        return lists[0]
-    judged = sorted((j for found in lists for j in found.judged), key=lambda j: j.summary.launch_id)
-    skipped = sorted((e for found in lists for e in found.skipped), key=lambda e: e.name)
-    return JudgedList(tuple(judged), tuple(skipped), lists[0].truncated)
+def merge_parts(listing: Listing, lists: Sequence[JudgedList]) -> JudgedList:
+    """One source's answer from its ``listing`` and the answers of :func:`judge_launches`
+    for parts of its names (``names=``, each name in one part): what one call gives, the
+    launches and those that could not be judged in the listing's order, after the entries
+    the listing skipped, and its notes."""
+    order = {name: position for position, name in enumerate(listing.names)}
+    judged = sorted(
+        (j for found in lists for j in found.judged), key=lambda j: order[j.summary.launch_id]
+    )
+    failed = sorted((e for found in lists for e in found.skipped), key=lambda e: order[e.name])
+    return JudgedList(tuple(judged), (*listing.skipped, *failed), listing.notes)
 
 
 def list_launches(
