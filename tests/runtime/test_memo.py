@@ -187,3 +187,31 @@ def test_a_launchs_keys_weigh_as_many_as_its_trust_json_lists(w: Written) -> Non
     launch_keys(**inputs)
     assert certified._JUDGED.weight == len(inputs["launch_trust"]) == 2
     assert certified._PARSED.weight == 2
+
+
+def test_a_stores_content_changes_with_each_field_a_judgement_reads(w: Written) -> None:
+    """The key names a store by what its entries say: issuer, kid, key, subjects, enabled and
+    window. A field left out would let a store that judges otherwise find the old answer."""
+    doc = json.loads((w.directory / "trust.json").read_bytes())
+    other_key = SigningKey.from_seed(b"k" * 32).public_key.to_b64()
+    changes = {
+        "issuer": "urn:ecpa:issuer:another",
+        "kid": "another-kid",
+        "public_key_b64": other_key,
+        "subjects": ["host-runtime", "another-subject"],
+        "enabled": False,
+        "not_before": doc["keys"][0]["not_before"] + 1,
+        "not_after": doc["keys"][0]["not_after"] - 1,
+    }
+    before = certified.store_content(TrustStore.from_dict(doc))
+    inputs = _inputs(w)
+    launch_keys(**inputs)
+    for field, value in changes.items():
+        changed = json.loads(json.dumps(doc))
+        changed["keys"][0][field] = value
+        store = TrustStore.from_dict(changed)
+        assert certified.store_content(store) != before, field
+        for role in ("launch_trust", "operator"):
+            other = {**inputs, role: store}
+            assert _same(launch_keys(**other), _afresh(other)), (field, role)
+            launch_keys(**inputs)

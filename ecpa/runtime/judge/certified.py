@@ -107,6 +107,13 @@ def store_content(store: TrustStore) -> tuple[tuple[object, ...], ...]:
     )
 
 
+def _named(content: tuple[tuple[object, ...], ...]) -> bytes:
+    """A store's content by its SHA-256 (its ``repr``: text, bytes, booleans and integers
+    only, each written one way), so that a key remembered holds 32 bytes a store, not the
+    store: an operator's store that lists every host's manager key is in every key."""
+    return digest(repr(content).encode())
+
+
 def launch_keys(
     launch_trust: TrustStore,
     expected: ExpectedLaunch,
@@ -136,11 +143,11 @@ def launch_keys(
     else:
         read = None if certificates is None else digest(certificates)
     key = (
-        store_content(launch_trust),
+        _named(store_content(launch_trust)),
         expected,
         digest(launch_doc),
         read,
-        None if operator is None else store_content(operator),
+        None if operator is None else _named(store_content(operator)),
         operator_where,
     )
     found = _JUDGED.get(key)
@@ -167,7 +174,9 @@ def _judge_keys(
             "through certificates of a manager key the operator lists (--trust FILE or "
             "$ECPA_TRUST_STORE; docs/keys.md)"
         )
-        return LaunchKeys(_NONE, (Reason(ReasonCode.NO_OPERATOR_TRUST, text),))
+        return LaunchKeys(
+            _NONE, (Reason(ReasonCode.NO_OPERATOR_TRUST, text),), MappingProxyType({})
+        )
     reasons: list[Reason] = []
     identities: dict[str, ProcessIdentity] = {}
     torn = False
