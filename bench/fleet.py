@@ -14,19 +14,22 @@ minutes), shipped, then every launch judged from the store, warm (each log's his
 walked at an earlier status), against the same launches judged from their directories,
 warm; target 1 s. Each of these starts with nothing remembered, as a command does; a
 third row judges the store again as ``ecpa serve``'s judging process does, remembering the
-launches' keys from the refresh before (ecpa.runtime.judge.memo). Figures are printed,
-never enforced.
+launches' keys from the pass before (ecpa.runtime.judge.memo), and a fourth judges them as
+``ecpa serve --db``'s judging processes do (``ecpa.serve.judges``), two against one. Figures
+are printed, never enforced.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing
 import secrets
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,10 +40,12 @@ from bench.shared import server
 from ecpa.runtime.host.ship import ship_launch
 from ecpa.runtime.host.status import status_from_launch_dir
 from ecpa.runtime.judge.memo import forget, memory_sizes
-from ecpa.runtime.model.process import check_alive
+from ecpa.runtime.model.process import PROC, check_alive
 from ecpa.runtime.stores.fleet import fleet_status
 from ecpa.runtime.stores.remote import status_from_store
 from ecpa.runtime.stores.store import EvidenceStore
+from ecpa.serve.judges import Judges
+from ecpa.serve.server import usable_cpus
 
 NOW = 1_800_000_000
 SHIPPERS = 16
@@ -285,6 +290,8 @@ def verdict_rows(
                 answers.add(tuple(judge()))
                 into.append(time.perf_counter() - began)
         remembered = memory_sizes()
+        per_launch = _memory_per_launch(where, ids[:10])
+        took_judges, same_judges = _judges_rounds(where, rounds)
     finally:
         _drop(dsn, made)
     p = summarize(base_t, ours_t)
@@ -303,9 +310,9 @@ def verdict_rows(
         f"{cold:.1f} s; {same}; {records} records a process over 10 minutes",
     )
     k = summarize(ours_t, kept_t)
-    refresh = Row(
-        f"fleet verdict from the store, {count} x {slots} slots, in serve's judging process "
-        "(launch keys remembered from the refresh before)",
+    again = Row(
+        f"fleet verdict from the store, {count} x {slots} slots, status --all again in one "
+        "process (the launches' keys remembered)",
         "status --all (a command: nothing remembered)",
         k.base,
         k.ours,
@@ -314,9 +321,73 @@ def verdict_rows(
         k.spread,
         "<= 1 s",
         k.ours <= 1.0,
-        f"{rounds} rounds; {same}; remembered: {remembered}",
+        f"{rounds} rounds; {same}; remembered: {remembered}; {per_launch / 1e3:,.0f} kB a "
+        f"launch of {slots} keys remembered (tracemalloc, 10 launches)",
     )
-    return [command, refresh]
+    j = summarize(*took_judges)
+    judges = Row(
+        f"serve's judging processes over the store, {count} x {slots} slots, --judges 2",
+        "--judges 1",
+        j.base,
+        j.ours,
+        "s",
+        j.ratio,
+        j.spread,
+        "<= 1 s",
+        j.ours <= 1.0,
+        f"{rounds} rounds, each warm (keys remembered), listed once and merged, as a refresh "
+        f"judges (documents not rendered, no checkpoint saved: a time given); {same_judges}; "
+        f"{usable_cpus()} CPUs",
+    )
+    return [command, again, judges]
+
+
+def _memory_per_launch(where: str, ids: list[str]) -> float:
+    """Bytes the launches ``ids`` leave remembered (tracemalloc: held after, minus held
+    once forgotten), per launch."""
+    forget()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for launch_id in ids:
+            status_from_store(where, launch_id, now=NOW, history_budget_s=None)
+        gc.collect()
+        full = tracemalloc.get_traced_memory()[0]
+        forget()
+        gc.collect()
+        empty = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return (full - empty) / max(1, len(ids))
+
+
+def _judges_rounds(where: str, rounds: int) -> tuple[tuple[list[float], list[float]], str]:
+    """The store's launches judged as ``ecpa serve --db``'s refresh judges them (listed
+    once, each judging process its part, merged), by one and by two judging processes, at
+    ``NOW``; each warm (two passes before), the order alternating."""
+    teams = [Judges(1), Judges(2)]
+    took: tuple[list[float], list[float]] = ([], [])
+    answers = set()
+
+    def judge(team: Judges) -> tuple[tuple[str, bool], ...]:
+        found = team.judge((), where, limit=1000, proc_root=PROC, host=None, trust=None, now=NOW)
+        return tuple((j.summary.launch_id, j.status.effective) for j in found.judged)
+
+    try:
+        for team in teams:
+            judge(team)
+            judge(team)
+        for r in range(rounds):
+            for side in (0, 1) if r % 2 == 0 else (1, 0):
+                began = time.perf_counter()
+                answers.add(judge(teams[side]))
+                took[side].append(time.perf_counter() - began)
+    finally:
+        for team in teams:
+            team.stop()
+    effective = sum(ok for _, ok in next(iter(answers)))
+    same = "the same verdicts" if len(answers) == 1 else f"DIFFERENT verdicts ({len(answers)})"
+    return took, f"{effective} of {len(next(iter(answers)))} effective; {same}"
 
 
 def fleet_rows(*, quick: bool, tmp: Path, dsn: str | None = None) -> list[Row]:

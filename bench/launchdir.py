@@ -17,7 +17,7 @@ from pathlib import Path
 
 import ecpa
 from dla_plugin.host_evidence import Occurrence, host_event
-from ecpa.observer.record import Signer, Window, build_evidence
+from ecpa.observer.record import STATEMENT_TTL_S, Signer, Window, build_evidence
 from ecpa.runtime.model.counters import HostCounts
 from ecpa.runtime.model.enroll import kid_for, log_name
 from ecpa.runtime.model.enrollment import (
@@ -226,6 +226,8 @@ def write_launch(
     supervisor: ProcessIdentity = SUPERVISOR,
     host_evidence: bool = False,
     challenge: str = CHALLENGE,
+    max_abstain_s: int | None = None,
+    ttl: int = STATEMENT_TTL_S,
 ) -> Written:
     """Write the launch under ``root`` (see the module's text) and return where.
     ``supervisor`` names another supervisor in ``launch.json`` (a real live process, for a
@@ -233,7 +235,10 @@ def write_launch(
     ``host_evidence``, the plan requires the host's witness, each process has its host
     journal (a resolution, then selected dispatches, delivered by the model of the host)
     and each record carries its account. Launches written with one ``challenge`` (the
-    default) claim the same nonces: a fleet gives each its own."""
+    default) claim the same nonces: a fleet gives each its own. ``max_abstain_s`` is written
+    in ``launch.json`` when given (the records select only up to ``now``: by the real clock,
+    a slot is abstaining 30 s later, by default); ``ttl`` is each record's lifetime (the
+    observer's 60 s by default; at most 300)."""
     wanted = tuple(Slot("scheduler", i) for i in range(slots))
     plan = Plan(
         plan_id=PLAN_ID,
@@ -255,6 +260,8 @@ def write_launch(
     doc = launch_document(
         plan, launch_id=launch_id, challenge=challenge, started_at=started, supervisor=supervisor
     )
+    if max_abstain_s is not None:
+        doc["max_abstain_s"] = max_abstain_s
     launch_doc = json.dumps(doc).encode()
     (directory / "launch.json").write_bytes(launch_doc)
     expected = launch_from_bytes(launch_doc, "launch.json")
@@ -298,7 +305,9 @@ def write_launch(
                 window = Window(
                     seq, 4 * seq, 3 * seq, seq, 0, 0, at - interval, at, at, seq, at, host
                 )
-                out.write(record_line(build_evidence(env, who, signer, window, issued_at=at)))
+                out.write(
+                    record_line(build_evidence(env, who, signer, window, issued_at=at, ttl=ttl))
+                )
         os.chmod(path, 0o600)
         if journal is not None:
             journal.out.close()

@@ -1,14 +1,14 @@
 """``python -m bench.serve``: what ``ecpa serve`` answers under load.
 
 ``--launches`` launch directories of ``--slots`` slots each are written directly
-(``bench.launchdir``, records fresh for 300 s, a fake ``/proc`` in which every process is
-alive) and served by ``ecpa serve`` in a process of its own (``--child``, the real
-``ecpa.serve.server.serve`` with its default refresh interval of 1 s, so the refresher
-judges every launch again and again while the requests come). Then ``--clients`` client
-threads in this process each send requests back to back on a keep-alive connection for
-``--seconds`` seconds, to ``/metrics``, to the status page and then to one launch's
-document; every answer is checked (200 and its size). A row gives requests per second and
-the median and 99th percentile latency; the refresh time the server reports
+(``bench.launchdir``, records accepted, fresh and selecting for 5 minutes, a fake ``/proc``
+in which every process is alive) and served by ``ecpa serve`` in a process of its own
+(``--child``, the real ``ecpa.serve.server.serve`` with its default refresh interval of
+1 s, so the refresher judges every launch again and again while the requests come). Then
+``--clients`` client threads in this process each send requests back to back on a keep-alive
+connection for ``--seconds`` seconds, to ``/metrics``, to the status page and then to
+one launch's document; every answer is checked (200 and its size). A row gives requests per
+second and the median and 99th percentile latency; the refresh time the server reports
 (``ecpa_serve_refresh_seconds``) is printed beside it, since requests and the refresher
 share one interpreter.
 
@@ -38,9 +38,12 @@ from pathlib import Path
 from bench.launchdir import HOST, Written, hermetic_config, write_launch
 from bench.shared import server
 
-#: Seconds between the written records: they stay fresh (heartbeat window 300 s) while
-#: the bench runs.
+#: Seconds between the written records, and how long they are accepted, fresh and their
+#: slots selecting after they were written: 300 s, the longest a statement may live (no
+#: newer record comes; before, every slot was abstaining, not covered, 30 s after the
+#: launches were written, and every record expired 60 s after).
 _INTERVAL = 100
+_VALID_S = 300
 
 
 def _write(root: Path, launches: int, slots: int) -> list[Written]:
@@ -49,7 +52,14 @@ def _write(root: Path, launches: int, slots: int) -> list[Written]:
     now = int(time.time())
     return [
         write_launch(
-            runs, slots=slots, records=3, now=now, interval=_INTERVAL, launch_id=f"launch-{n:016x}"
+            runs,
+            slots=slots,
+            records=3,
+            now=now,
+            interval=_INTERVAL,
+            launch_id=f"launch-{n:016x}",
+            max_abstain_s=_VALID_S,
+            ttl=_VALID_S,
         )
         for n in range(1, launches + 1)
     ]

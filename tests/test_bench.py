@@ -77,7 +77,8 @@ SHARED_ROWS = [
     ("ecpa ship, 16 shippers x 8 logs", "bare COPY of the same bytes"),
     ("ecpa ship, 16 shippers x 64 logs", "bare COPY of the same bytes"),
     ("fleet verdict from the store", "the same launches from their directories"),
-    ("fleet verdict from the store, 4 x 10 slots, in serve's", "status --all (a command"),
+    ("fleet verdict from the store, 4 x 10 slots, status --all again", "status --all (a command"),
+    ("serve's judging processes over the store, 4 x 10 slots", "--judges 1"),
 ]
 #: Without a server, one row says so for bench.shared and one for bench.fleet.
 NOT_MEASURED = [("PostgreSQL rows", "(not"), ("fleet rows", "(not")]
