@@ -86,7 +86,7 @@ def _ship_all(written: list[Written], dsn: str) -> int:
     return stored
 
 
-def _child(runs: Path, proc_root: Path, dsn: str | None = None) -> None:
+def _child(runs: Path, proc_root: Path, dsn: str | None = None, judges: int = 1) -> None:
     """Serve ``runs`` (or, with ``dsn``, the store there) as ``ecpa serve`` does, with the
     fake ``/proc``; say the port."""
     from ecpa.serve.board import Sources
@@ -105,6 +105,7 @@ def _child(runs: Path, proc_root: Path, dsn: str | None = None) -> None:
         stale_after=3600.0,
         retention_s=3600.0,
         max_connections=256,
+        judges=judges,
     )
     serve(options, say=lambda line: print(line, file=sys.stderr, flush=True))
 
@@ -175,9 +176,11 @@ def measure(
     tmp: Path,
     dsn: str | None = None,
     gzip: bool = False,
+    *,
+    judges: int = 1,
 ) -> list[str]:
     """The table's rows for one server over ``launches`` x ``slots`` (from the store at
-    ``dsn``, shipped there first, when given)."""
+    ``dsn``, shipped there first, when given), judging with ``judges`` processes."""
     root = Path(tempfile.mkdtemp(prefix="ecpa-bench-serve-", dir=tmp))
     rows = []
     try:
@@ -190,6 +193,7 @@ def measure(
             stored = _ship_all(written, dsn)
             where = f"store ({stored:,} lines shipped in {time.perf_counter() - began:.1f} s)"
             argv += ["--child-db", dsn]
+        argv += ["--child-judges", str(judges)]
         child = subprocess.Popen(  # noqa: S603 - our own interpreter, module and arguments
             argv,
             stderr=subprocess.PIPE,
@@ -244,9 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gzip", action="store_true", help="clients accept gzip (scrapers do)")
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-db", help=argparse.SUPPRESS)
+    parser.add_argument("--judges", type=int, default=1, help="ecpa serve --judges N")
+    parser.add_argument("--child-judges", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _child(args.child[0], args.child[1], dsn=args.child_db)
+        _child(args.child[0], args.child[1], dsn=args.child_db, judges=args.child_judges)
         return 0
     print(
         f"ecpa serve under {args.clients} concurrent clients, {os.cpu_count()} CPUs, load "
@@ -260,7 +266,14 @@ def main(argv: list[str] | None = None) -> int:
                 print("--db: no psycopg or no PostgreSQL server binaries", file=sys.stderr)
                 return 2
             rows = measure(
-                launches, args.slots, args.clients, args.seconds, args.tmp, dsn, args.gzip
+                launches,
+                args.slots,
+                args.clients,
+                args.seconds,
+                args.tmp,
+                dsn,
+                args.gzip,
+                judges=args.judges,
             )
             for row in rows:
                 print(row, flush=True)

@@ -170,7 +170,17 @@ def test_serve_bench_serves_a_store() -> None:
     """``--db``: the launches shipped into a throw-away PostgreSQL and served from it, every
     answer checked as over directories, the launches judged effective from the store."""
     out = bench(
-        "bench.serve", "--db", "--gzip", "--launches", "2", "--slots", "2", "--seconds", "0.5"
+        "bench.serve",
+        "--db",
+        "--gzip",
+        "--judges",
+        "2",
+        "--launches",
+        "2",
+        "--slots",
+        "2",
+        "--seconds",
+        "0.5",
     )
     for name in ("/metrics", "the page", "one launch"):
         assert re.search(rf"^{re.escape(name)}\s+2 x 2\s+[\d,]+ req/s\s+p50 .* p99 ", out, re.M), (
