@@ -266,6 +266,17 @@ def test_a_record_for_a_slot_the_plan_does_not_name_is_refused() -> None:
     )
 
 
+def test_a_slot_is_looked_up_among_exactly_the_launchs_slots() -> None:
+    many = tuple(Slot("scheduler", n) for n in range(1000))
+    expected = replace(EXPECTED, slots=many)
+    assert expected.slot_set == frozenset(many)
+    assert Slot("scheduler", 999) in expected.slot_set
+    assert Slot("scheduler", 1000) not in expected.slot_set
+    fewer = replace(expected, slots=many[:2])  # a changed launch is looked up afresh
+    assert fewer.slot_set == {Slot("scheduler", 0), Slot("scheduler", 1)}
+    assert fewer == replace(EXPECTED, slots=many[:2])  # the lookup is not part of equality
+
+
 @pytest.mark.parametrize(
     ("last", "effective", "code"),
     [

@@ -190,7 +190,8 @@ class Reason:
     def __post_init__(self) -> None:
         # Only defined codes: a plain string is taken for its member, another one raises
         # ValueError (a bug here, never an input).
-        object.__setattr__(self, "code", ReasonCode(self.code))
+        if type(self.code) is not ReasonCode:  # (a member already: nothing to look up)
+            object.__setattr__(self, "code", ReasonCode(self.code))
 
     @property
     def fails(self) -> bool:

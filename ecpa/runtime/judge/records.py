@@ -128,7 +128,7 @@ def _check_process_key(
             f"{kid!r}, which the manager certified for {certified.start_identity} on "
             f"{certified.host!r}",
         )
-    if slot not in expected.slots:
+    if slot not in expected.slot_set:
         named = ", ".join(s.name for s in expected.slots)
         raise EcpaError(
             ErrorCode.BINDING_MISMATCH,

@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,12 @@ class ExpectedLaunch:
     #: The process each certified key was enrolled for, by kid (docs/keys.md): a record
     #: signed with one must name exactly it. None: not known (a 0.1 launch, a bare log).
     certified: Mapping[str, ProcessIdentity] | None = field(default=None, compare=False)
+
+    @cached_property
+    def slot_set(self) -> frozenset[Slot]:
+        """The obligated slots as a set: a record's slot is looked up once, not compared with
+        each of a fleet launch's hundreds."""
+        return frozenset(self.slots)
 
     @property
     def membership(self) -> Membership | None:
