@@ -34,6 +34,8 @@ class Judges:
         if not 1 <= count <= MAX_JUDGES:
             raise ValueError(f"expected 1 to {MAX_JUDGES} judging processes, found {count}")
         self._pools: list[ProcessPoolExecutor | None] = [None] * count
+        self._lock = threading.Lock()
+        self._stopped = False
 
     def __len__(self) -> int:
         return len(self._pools)
@@ -93,10 +95,10 @@ class Judges:
             except BaseException as exc:
                 failure = failure or exc
         for index in broken:
-            pool = self._pools[index]
+            with self._lock:
+                pool, self._pools[index] = self._pools[index], None
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
-            self._pools[index] = None
         if broken:
             raise BrokenProcessPool(f"judging process(es) {sorted(broken)} of {parts} died")
         if failure is not None:
@@ -104,23 +106,32 @@ class Judges:
         return merge_parts(listing, answers)
 
     def _pool(self, index: int) -> ProcessPoolExecutor:
-        """Judging process ``index``'s pool, started (again) when it has none."""
-        pool = self._pools[index]
-        if pool is None:
-            pool = self._pools[index] = ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_quiet,
-                initargs=(os.getpid(),),
-            )
-        return pool
+        """Judging process ``index``'s pool, started (again) when it has none.
+
+        Raises:
+            RuntimeError: after :meth:`stop` (a refresh still running then starts none).
+        """
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("ecpa serve's judging processes were stopped")
+            pool = self._pools[index]
+            if pool is None:
+                pool = self._pools[index] = ProcessPoolExecutor(
+                    1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_quiet,
+                    initargs=(os.getpid(),),
+                )
+            return pool
 
     def stop(self) -> None:
-        """End every judging process (waiting for each)."""
-        for index, pool in enumerate(self._pools):
+        """End every judging process (waiting for each); none is started after."""
+        with self._lock:
+            self._stopped = True
+            pools, self._pools = self._pools, [None] * len(self._pools)
+        for pool in pools:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
-                self._pools[index] = None
 
 
 def _quiet(server: int) -> None:

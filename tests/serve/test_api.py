@@ -709,7 +709,8 @@ def test_a_stale_judgement_is_stale_gzipped_too(tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_judging_apart_gives_the_same_verdicts_and_stops_with_the_board(tmp_path: Path) -> None:
     """``apart`` (``ecpa serve``'s way): the launches are judged in a process of their own,
-    to the same documents as in the serving interpreter; the board's stop ends it."""
+    to the same documents as in the serving interpreter; the board's stop ends it, and no
+    refresh after starts it again."""
     runs = tmp_path / "runs"
     written = write_runs(runs, 2)
     with served(sources_of(runs, written)) as here:
@@ -721,6 +722,10 @@ def test_judging_apart_gives_the_same_verdicts_and_stops_with_the_board(tmp_path
         srv.board.refresh()  # the same process judges again
         assert multiprocessing.active_children() == workers
     assert [worker.is_alive() for worker in workers] == [False]
+    # A refresh still running when the board stopped (past its 30 s wait) starts none again.
+    with pytest.raises(RuntimeError, match="judging processes were stopped"):
+        srv.board.refresh()
+    assert multiprocessing.active_children() == []
     assert [(e["launch_id"], e["runtime_effective"]) for e in apart["launches"]] == [
         (e["launch_id"], e["runtime_effective"]) for e in inside["launches"]
     ]
