@@ -55,7 +55,7 @@ MAX_LINES = 64
 #: The newest lines read first: the newest record decides in the common case, and the
 #: other :data:`MAX_LINES` are read only when none of these is accepted (an evidence store
 #: sends each line it is asked for over the network).
-FIRST_LINES = 4
+FIRST_LINES = 2
 #: Consecutive expired records after which the search stops: one expired line may be an old
 #: record copied to the end (a replay, passed over); a run of them is a log gone quiet.
 MAX_EXPIRED_RUN = 8
