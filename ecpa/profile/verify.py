@@ -17,7 +17,15 @@ from ecpa.profile.trust import TrustedKey, TrustStore
 from ecpa.shapes.rules import COUNT, TEXT
 from ecpa.shapes.shape import Shaped, frozen_instance, member
 
-__all__ = ["Binding", "Policy", "Verified", "explain_signature_failure", "verify", "verify_encoded"]
+__all__ = [
+    "Binding",
+    "Policy",
+    "Verified",
+    "check_clock",
+    "explain_signature_failure",
+    "verify",
+    "verify_encoded",
+]
 
 
 class Policy(Shaped):
@@ -118,6 +126,22 @@ def _check_times(st: Statement, now: int, policy: Policy) -> None:
             f"expected now - observed_at <= max observation age + skew = "
             f"{policy.max_observation_age + skew}, found {now - st.observed_at}",
         )
+
+
+def check_clock(
+    statement: Statement, trusted: TrustedKey, now: int, policy: Policy = DEFAULT_POLICY
+) -> None:
+    """The checks of PROFILE §3 that read the clock, in their order: step 18's after the
+    lookup (``trusted`` enabled for the subject, ``now`` in its window) and steps 21-23.
+    For a statement that passed every other check with ``trusted`` at another time (a
+    verification remembered): whichever of these fails first is the first check
+    :func:`verify` fails at ``now``, as every other check reads only the bytes and the key.
+
+    Raises:
+        EcpaError: ``ATTESTATION_TRUST_POLICY`` or the codes of steps 21-23.
+    """
+    trusted.check(statement.subject, now)
+    _check_times(statement, now, policy)
 
 
 def verify(

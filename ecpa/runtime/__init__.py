@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from ecpa.runtime.judge.audit import AUDIT_SCHEMA as AUDIT_SCHEMA
     from ecpa.runtime.judge.audit import report_bytes as report_bytes
     from ecpa.runtime.judge.audit import report_lines as report_lines
+    from ecpa.runtime.judge.records import remember_records as remember_records
     from ecpa.runtime.judge.verdict import RuntimeStatus as RuntimeStatus
     from ecpa.runtime.judge.verdict import SlotStatus as SlotStatus
     from ecpa.runtime.model.counters import COUNTERS_SCHEMA as COUNTERS_SCHEMA

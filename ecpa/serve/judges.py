@@ -19,7 +19,14 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from ecpa.errors import invalid_input
-from ecpa.runtime import JudgedList, in_part, judge_launches, list_source, merge_parts
+from ecpa.runtime import (
+    JudgedList,
+    in_part,
+    judge_launches,
+    list_source,
+    merge_parts,
+    remember_records,
+)
 
 __all__ = ["MAX_JUDGES", "Judges"]
 
@@ -138,8 +145,11 @@ def _quiet(server: int) -> None:
     """The judging process leaves SIGINT to ``ecpa serve`` (a terminal's Ctrl-C reaches
     the whole group): the server stops it when it stops. And it never outlives the server
     ``server`` (its pid), even one SIGKILLed, which cannot stop it: a daemon thread ends
-    the process the moment the server is gone (:func:`_end_with`)."""
+    the process the moment the server is gone (:func:`_end_with`). It judges the same
+    launches every refresh: it remembers a verified record a slot and more
+    (:func:`~ecpa.runtime.judge.records.remember_records`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    remember_records()
     threading.Thread(
         target=_end_with, args=(server,), name="ecpa-serve-parent", daemon=True
     ).start()

@@ -18,7 +18,7 @@ import hashlib
 import threading
 from typing import Generic, TypeVar
 
-__all__ = ["Memo", "digest", "forget", "memory_sizes"]
+__all__ = ["Memo", "Same", "digest", "forget", "memory_sizes"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -67,6 +67,16 @@ class Memo(Generic[K, V]):
             self._weight += weight
         return answer
 
+    def resize(self, size: int) -> None:
+        """Hold at most ``size`` (at least 1) from now on, the oldest forgotten first."""
+        if size < 1:
+            raise ValueError(f"expected a size of at least 1, found {size}")
+        with self._lock:
+            self.size = size
+            while self._weight > size:
+                _, dropped = self._answers.pop(next(iter(self._answers)))
+                self._weight -= dropped
+
     @property
     def weight(self) -> int:
         """The weights of the answers held, added up."""
@@ -81,6 +91,27 @@ class Memo(Generic[K, V]):
             self._answers.clear()
             self._weight = 0
             self.hits = self.misses = 0
+
+
+class Same:
+    """A part of a key naming ``thing`` by its identity, for a value that is never changed
+    and costs more to name by content (a launch's trust store, as its keys' judgement gave
+    it). The key holds ``thing``, so while it is remembered no other object can take its
+    identity."""
+
+    __slots__ = ("thing",)
+
+    def __init__(self, thing: object) -> None:
+        self.thing = thing
+
+    def __hash__(self) -> int:
+        return id(self.thing)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Same and other.thing is self.thing
+
+    def __repr__(self) -> str:
+        return f"Same({type(self.thing).__name__} at {id(self.thing):#x})"
 
 
 def digest(data: bytes) -> bytes:

@@ -16,24 +16,32 @@ raises the first failure; sequence order and replay are the stream's business
    ``<challenge>:<role>.<ordinal>:<pid>.<start_ticks>:<seq>``, with the key id enrolled for
    exactly the process the statement names (``<role>.<ordinal>-<pid>-<start_ticks>``), the
    file it was read from named after that key, and a slot the plan names.
+
+A record that passed them all is remembered (:data:`VERIFIED`) by its exact bytes, its log
+and everything of the judgement these checks read but the clock; checked again, only the
+checks that read the clock run (:func:`~ecpa.profile.verify.check_clock`): the answer is
+the same, its signature and parsing are not paid twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.fence import fingerprint
 from ecpa.profile.statement import Statement
-from ecpa.profile.verify import verify
+from ecpa.profile.trust import TrustedKey
+from ecpa.profile.verify import check_clock, verify
 from ecpa.runtime.judge.context import Judgement
+from ecpa.runtime.judge.memo import Memo, Same
 from ecpa.runtime.model.counters import Counters, parse_counters
 from ecpa.runtime.model.enroll import kid_for, log_name, nonce_for
 from ecpa.runtime.model.evidence import Evidence, evidence_digest
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import ProcessIdentity
 
-__all__ = ["Accepted", "check_record"]
+__all__ = ["RECORDS_REMEMBERED", "VERIFIED", "Accepted", "check_record", "remember_records"]
 
 
 def _invalid(detail: str) -> EcpaError:
@@ -136,6 +144,39 @@ def _check_process_key(
         )
 
 
+#: How many records :data:`VERIFIED` holds by default: a status checks each log's newest
+#: record again right after its history walk checked it. A process that judges the same
+#: launches again and again holds one a slot (``ecpa serve``'s judging processes:
+#: :data:`RECORDS_REMEMBERED`); a record weighs about 4 kB there.
+_RECORDS_BY_DEFAULT = 256
+RECORDS_REMEMBERED = 24_000
+
+#: Records that passed every check of their own, with the key that verified them.
+VERIFIED: Memo[tuple[object, ...], tuple[Accepted, TrustedKey]] = Memo(
+    "verified records", _RECORDS_BY_DEFAULT
+)
+
+
+def remember_records(count: int = RECORDS_REMEMBERED) -> None:
+    """Hold up to ``count`` verified records from now on (:data:`VERIFIED`): for a process
+    that judges the same launches again and again, one a slot and more."""
+    VERIFIED.resize(count)
+
+
+def _exact(evidence: Evidence) -> bytes:
+    """A name for the record's exact bytes: the SHA-256 of its three parts, each marked
+    present or absent and prefixed with its length (no two records share it)."""
+    h = hashlib.sha256()
+    jws = evidence.detached_jws.encode("utf-8", "surrogatepass")
+    for part in (evidence.payload, jws, evidence.host_evidence):
+        if part is None:
+            h.update(b"\x00")
+        else:
+            h.update(b"\x01" + len(part).to_bytes(8, "big"))
+            h.update(part)
+    return h.digest()
+
+
 def check_record(
     evidence: Evidence, judgement: Judgement, *, file_kid: str | None = None
 ) -> Accepted:
@@ -149,13 +190,41 @@ def check_record(
         EcpaError: the code of the first check that failed.
     """
     expected = judgement.expected
-    st = verify(
+    key = (
+        _exact(evidence),
+        file_kid,
+        Same(judgement.trust_store),  # never changed; its content is judged by launch_keys
+        expected.plan_id,
+        expected.launch_id,
+        expected.plugin_id,
+        expected.artifact_digest,
+        expected.process_epoch,
+        expected.challenge,
+        expected.version,
+        expected.slot_names,  # (a string compares at once; a set of slots, slot by slot)
+        Same(expected.certified),  # the launch's keys' judgement, read-only
+    )
+    found = VERIFIED.get(key)
+    if found is not None:
+        rec, trusted = found
+        check_clock(rec.statement, trusted, judgement.now, judgement.policy)
+        return rec
+    verified = verify(
         evidence.payload,
         evidence.detached_jws,
         judgement.trust_store,
         now=judgement.now,
         policy=judgement.policy,
-    ).statement
+    )
+    rec = _own_checks(evidence, verified.statement, expected, file_kid)
+    VERIFIED.put(key, (rec, verified.trusted_key))
+    return rec
+
+
+def _own_checks(
+    evidence: Evidence, st: Statement, expected: ExpectedLaunch, file_kid: str | None
+) -> Accepted:
+    """Checks 2-5 of the module's text, of a statement PROFILE §3 accepted."""
     _check_launch(st, expected)  # RUNTIME condition 1: this plan, launch, plugin, epoch
     if evidence.host_evidence is None:  # condition 2: without it, its selections are unknown
         raise _invalid("expected host_evidence_b64 (the counters record), found none")

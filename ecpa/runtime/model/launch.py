@@ -176,6 +176,12 @@ class ExpectedLaunch:
         each of a fleet launch's hundreds."""
         return frozenset(self.slots)
 
+    @cached_property
+    def slot_names(self) -> str:
+        """The obligated slots' names in order, comma-separated: the slots as one string, to
+        compare at once (a key of ``ecpa.runtime.judge.records``)."""
+        return ",".join(slot.name for slot in self.slots)
+
     @property
     def membership(self) -> Membership | None:
         """Who belongs to a 0.2 launch (RUNTIME.md "Membership"); None without a supervisor."""
