@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bench.launchdir import HOST, Written, write_launch
+from bench.launchdir import HOST, Written, append_records, write_launch
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.keys import SigningKey
 from ecpa.runtime.host import ship as ship_module
@@ -31,6 +31,7 @@ from ecpa.runtime.model.process import Liveness, ProcessIdentity, check_alive, r
 from ecpa.runtime.stores.postgres import nonce_key
 from ecpa.runtime.stores.remote import REMOTE_NOTE, status_from_store
 from ecpa.runtime.stores.store import EvidenceStore, line_nonce
+from ecpa.runtime.stores.stored_log import WALK_LINES
 from tests._launch_helpers import DRIVE, ECPA, PLAN, Launches, clean_env, launches
 from tests.support import check_reasons, codes, texts
 
@@ -634,7 +635,9 @@ def test_a_reader_role_needs_only_to_read(pg_dsn: str, pg_server: Any, written: 
         reader = pg_dsn.replace("postgres@", f"{role}@")
         st = remote(reader, written, history_budget_s=None)
         assert decision(st) == decision(local(written))
-        assert "checkpoint_not_saved" in codes(st.reasons)
+        unsaved = [r.text for r in st.reasons if r.code is ReasonCode.CHECKPOINT_NOT_SAVED]
+        assert len(unsaved) == len(logs_of(written))  # one line a log, each naming it
+        assert {t.split()[2] for t in unsaved} == {log.name for log in logs_of(written)}
         with pytest.raises(EcpaError) as err:  # it cannot ship
             ship(reader, written)
         assert err.value.code is ErrorCode.EVIDENCE_STORE
@@ -642,6 +645,55 @@ def test_a_reader_role_needs_only_to_read(pg_dsn: str, pg_server: Any, written: 
         with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+def _counting(sent: list[str]) -> Callable[..., Any]:
+    """EvidenceStore.query, each statement it sends listed in ``sent``."""
+    query = EvidenceStore.query
+
+    def counted(self: EvidenceStore, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        sent.append(sql)
+        return query(self, sql, params)
+
+    return counted
+
+
+@pytest.mark.parametrize("new", [0, 3, WALK_LINES, WALK_LINES + 1])
+def test_a_status_from_the_store_costs_a_few_queries_a_launch_not_a_few_a_log(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new: int
+) -> None:
+    """Every log's newest lines, its checkpoint, the line it is anchored to and the first
+    lines past it are read together, and every checkpoint walked is saved in one
+    statement: a launch of 8 logs costs the store as many queries as one of 2 while fewer
+    than WALK_LINES lines are new (past them, a log's walk reads on), and decides as its
+    files do."""
+    asked: dict[int, list[str]] = {}
+    for slots in (2, 8):
+        w = write_launch(
+            tmp_path / str(slots),
+            slots=slots,
+            records=20,
+            now=NOW,
+            launch_id=f"launch-{slots}",
+            challenge=secrets.token_urlsafe(32),
+        )
+        ship(pg_dsn, w)
+        remote(pg_dsn, w)  # walks every log, saves every checkpoint
+        for seq in range(21, 21 + new):
+            append_records(w, seq, NOW + seq - 20, interval=1)
+        ship(pg_dsn, w, at=NOW + new)
+        sent = asked[slots] = []
+        monkeypatch.setattr(EvidenceStore, "query", _counting(sent))
+        status = remote(pg_dsn, w, now=NOW + new)
+        monkeypatch.undo()
+        assert decision(status) == decision(local(w, NOW + new))
+        assert status.effective
+    if new < WALK_LINES:
+        assert len(asked[8]) == len(asked[2])
+    else:  # the walk read on: a query more a log
+        assert len(asked[8]) > len(asked[2])
+    saves = [q for q in asked[8] if q.startswith("INSERT INTO ecpa_reader_checkpoint")]
+    assert len(saves) == (1 if new else 0)  # nothing walked, nothing saved
 
 
 def test_a_readers_forged_checkpoint_harms_no_other_replica(pg_dsn: str, written: Written) -> None:

@@ -148,6 +148,8 @@ def status_from_store(
             for n in names
         ]
         streams, notes = judge_sources(sources, judgement.fenced(open_fence(replay_db, stack)))
+        for problem in pre.save_all():  # the checkpoints walked, in one statement
+            notes.append(Reason(ReasonCode.CHECKPOINT_NOT_SAVED, problem))
     heard: dict[ProcessIdentity, int] = {}
     for stream in streams.values():
         if stream.newest is not None:

@@ -17,7 +17,7 @@ from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import LogLine, parse_record
 from ecpa.runtime.stores.store import EvidenceStore
 
-__all__ = ["Prefetched", "StoredLog"]
+__all__ = ["WALK_LINES", "Prefetched", "StoredLog"]
 
 #: Lines read per query when a history is walked.
 _PAGE = 500
@@ -26,33 +26,99 @@ _PAGE = 500
 class Prefetched:
     """What a status reads of every log of one launch, in a few queries rather than a few
     per log (a fleet's launch has hundreds of logs): each log's stored end, this reader's
-    checkpoints, and each log's :data:`~ecpa.runtime.judge.sources.FIRST_LINES` newest
-    lines (raw, newest first)."""
+    checkpoints, and, in one query, each log's
+    :data:`~ecpa.runtime.judge.sources.FIRST_LINES` newest lines (raw, newest first), the
+    line its checkpoint is anchored to, and the first :data:`WALK_LINES` lines after its
+    checkpoint (what a walk reads first: in a live fleet, all it reads). The checkpoints
+    walked are saved together (:meth:`save_all`)."""
 
     def __init__(self, store: EvidenceStore, launch_id: str, names: list[str]) -> None:
+        self.store, self.launch_id = store, launch_id
         self.ends = {n: p.end for n, p in store.positions(launch_id, names).items()}
-        self.checkpoints: dict[str, str] | None = None  # None: not readable (no right yet)
+        #: Each log's checkpoint document as parsed (None: unreadable), when readable at all.
+        self.checkpoints: dict[str, object] | None = None  # None: not readable (no right yet)
         try:
             rows = store.query(
                 "SELECT source, doc FROM ecpa_reader_checkpoint"
                 " WHERE reader = current_user AND launch_id = %s",
                 (launch_id,),
             )
-            self.checkpoints = {str(source): str(doc) for source, doc in rows}
+            self.checkpoints = {str(source): _parsed(str(doc)) for source, doc in rows}
         except EcpaError:
             pass
+        #: Where each log's walk starts when its checkpoint holds.
+        self.starts = {n: _offset_of((self.checkpoints or {}).get(n)) for n in names}
         self.newest: dict[str, list[tuple[int, bytes]]] = {n: [] for n in names}
-        rows = store.query(  # the launch's day read once; one index probe a log
-            "SELECT t.s, e.file_offset, e.line FROM unnest(%b::text[], %b::bigint[]) AS t(s, o)"
-            " CROSS JOIN LATERAL (SELECT file_offset, line FROM ecpa_evidence"
-            " WHERE (launch_id, launch_day) ="
-            " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s)"
-            " AND source = t.s AND file_offset < t.o ORDER BY file_offset DESC LIMIT %s) e"
-            " ORDER BY t.s, e.file_offset DESC",
-            (names, [self.ends.get(n, 0) for n in names], launch_id, FIRST_LINES),
-        )
-        for source, offset, line in rows:
-            self.newest[str(source)].append((int(offset), bytes(line)))
+        #: The line before each log's start (when it is not the newest), by the start.
+        self.before: dict[str, tuple[int, bytes]] = {}
+        self.walk: dict[str, list[tuple[int, bytes]]] = {n: [] for n in names}
+        ends = [self.ends.get(n, 0) for n in names]
+        rows = store.query(  # the launch's day read once; one index probe a log and a part
+            _PREFETCH,
+            (names, ends, [self.starts[n] for n in names], launch_id, FIRST_LINES,
+             launch_id, launch_id, WALK_LINES),
+        )  # fmt: skip
+        for source, kind, offset, line in rows:
+            name, item = str(source), (int(offset), bytes(line))
+            if kind == 0:
+                self.newest[name].insert(0, item)  # ascending rows: the newest first
+            elif kind == 1:
+                self.before[name] = item
+            else:
+                self.walk[name].append(item)
+        self.pending: list[tuple[str, str]] = []
+
+    def save_all(self) -> list[str]:
+        """Save the checkpoints held for saving in one statement; what could not be saved
+        (one line a log), or nothing."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return []
+        try:
+            self.store.query(  # the reader is the database role (row level security)
+                "INSERT INTO ecpa_reader_checkpoint (launch_id, source, doc)"
+                " SELECT %s, s, d FROM unnest(%b::text[], %b::text[]) AS t(s, d)"
+                " ON CONFLICT (reader, launch_id, source) DO UPDATE SET doc = EXCLUDED.doc",
+                (self.launch_id, [n for n, _ in pending], [d for _, d in pending]),
+            )
+        except EcpaError as exc:
+            return [f"checkpoint of {name} not saved: {exc.detail}" for name, _ in pending]
+        return []
+
+
+#: Lines after each log's checkpoint read with the launch's other lines (:class:`Prefetched`).
+WALK_LINES = 16
+#: :class:`Prefetched`'s query of the launch's lines: for each log (``t.s``, its end ``t.e``,
+#: its checkpoint's offset ``t.c``), its newest lines (kind 0), the line before its
+#: checkpoint when that is not the newest (1), the lines after its checkpoint (2); each
+#: in the launch's day alone.
+_PREFETCH = (
+    "SELECT t.s, k.kind, k.file_offset, k.line"
+    " FROM unnest(%b::text[], %b::bigint[], %b::bigint[]) AS t(s, e, c) CROSS JOIN LATERAL ("
+    "(SELECT 0 AS kind, file_offset, line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
+    " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s)"
+    " AND source = t.s AND file_offset < t.e ORDER BY file_offset DESC LIMIT %s)"
+    " UNION ALL (SELECT 1, file_offset, line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
+    " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s)"
+    " AND source = t.s AND file_offset < t.c AND t.c < t.e ORDER BY file_offset DESC LIMIT 1)"
+    " UNION ALL (SELECT 2, file_offset, line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
+    " (SELECT launch_id, day FROM ecpa_launch WHERE launch_id = %s)"
+    " AND source = t.s AND file_offset >= t.c AND file_offset < t.e"
+    " ORDER BY file_offset LIMIT %s)) k ORDER BY t.s, k.kind, k.file_offset"
+)
+
+
+def _parsed(doc: str) -> object:
+    try:
+        return json.loads(doc)
+    except (ValueError, RecursionError):  # any unusable checkpoint is a slower status
+        return None
+
+
+def _offset_of(doc: object) -> int:
+    """Where the checkpoint ``doc`` says its walk stopped (0: none, or not a number)."""
+    offset = doc.get("offset") if isinstance(doc, dict) else None
+    return offset if type(offset) is int and offset >= 0 else 0
 
 
 class StoredLog:
@@ -97,15 +163,23 @@ class StoredLog:
     def _anchor(self, offset: int) -> str:
         if offset == 0:
             return hashlib.sha256(b"").hexdigest()
-        before = self._newest(offset, 1)
+        pre = self._pre
+        if (
+            pre is not None
+            and offset != self._end
+            and offset == pre.starts.get(self.name)
+            and self.name in pre.before
+        ):
+            before = [pre.before[self.name]]
+        else:
+            before = self._newest(offset, 1)
         text = b"" if not before else str(before[0][0]).encode() + b":" + before[0][1]
         return hashlib.sha256(text).hexdigest()
 
     def load(self, launch_id: str, now: int) -> history.Checkpoint:
         fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
         if self._pre is not None and self._pre.checkpoints is not None:
-            found = self._pre.checkpoints.get(self.name)
-            rows = [] if found is None else [(found,)]
+            doc = self._pre.checkpoints.get(self.name)
         else:
             try:
                 rows = self.store.query(
@@ -115,10 +189,7 @@ class StoredLog:
                 )
             except EcpaError:  # no right to read it (yet): only a slower status
                 return fresh
-        try:
-            doc = json.loads(rows[0][0]) if rows else None
-        except (ValueError, RecursionError):  # any unusable checkpoint is a slower status
-            doc = None
+            doc = _parsed(str(rows[0][0])) if rows else None
         if (
             not isinstance(doc, dict) or doc.get("basis") != self._basis
         ):  # walked under another trust store
@@ -153,14 +224,18 @@ class StoredLog:
         if ck.offset >= end:
             return True
         exhausted = False
+        pre = self._pre
+        first = None  # the lines read with the launch's, when the walk starts where they do
+        if pre is not None and end == self._end and ck.offset == pre.starts.get(self.name):
+            first = pre.walk.get(self.name, [])
 
         def lines() -> Iterator[LogLine]:
-            nonlocal exhausted
+            nonlocal exhausted, first
             while True:
-                page = self._lines(
-                    " AND file_offset >= %s AND file_offset < %s ORDER BY file_offset LIMIT %s",
-                    (ck.offset, end, _PAGE),
-                )
+                if first is not None:  # fewer than asked for: every line to the end
+                    page, last, first = first, len(first) < WALK_LINES, None
+                else:
+                    page, last = self._page(ck.offset, end), False
                 if not page:
                     exhausted = True
                     return
@@ -180,12 +255,21 @@ class StoredLog:
                         deadline is not None and time.monotonic() >= deadline
                     ):
                         return
+                if last:
+                    exhausted = True
+                    return
 
         walk(lines(), ck.stream)
         if exhausted:  # to the end (a walk that stopped before a line leaves it for the next)
             ck.offset = end
         ck.anchor = self._anchor(ck.offset)
         return exhausted
+
+    def _page(self, start: int, end: int) -> list[tuple[int, bytes]]:
+        return self._lines(
+            " AND file_offset >= %s AND file_offset < %s ORDER BY file_offset LIMIT %s",
+            (start, end, _PAGE),
+        )
 
     def newest_lines(self, end: int, limit: int = MAX_LINES) -> list[tuple[int, bytes]]:
         found = self._newest(end, limit)
@@ -197,8 +281,11 @@ class StoredLog:
 
     def save(self, ck: history.Checkpoint) -> str | None:
         # Called only when the status saves checkpoints (its judgement's save_checkpoints).
+        doc = json.dumps({**ck.to_dict(), "basis": self._basis}, separators=(",", ":"))
+        if self._pre is not None:  # saved with the launch's others (Prefetched.save_all)
+            self._pre.pending.append((self.name, doc))
+            return None
         try:
-            doc = json.dumps({**ck.to_dict(), "basis": self._basis}, separators=(",", ":"))
             self.store.query(  # the reader is the database role (row level security)
                 "INSERT INTO ecpa_reader_checkpoint (launch_id, source, doc) VALUES (%s, %s, %s)"
                 " ON CONFLICT (reader, launch_id, source) DO UPDATE SET doc = EXCLUDED.doc",
