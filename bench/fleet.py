@@ -15,8 +15,9 @@ walked at an earlier status), against the same launches judged from their direct
 warm; target 1 s. Each of these starts with nothing remembered, as a command does; a
 third row judges the store again as ``ecpa serve``'s judging process does, remembering the
 launches' keys from the pass before (ecpa.runtime.judge.memo), and a fourth judges them as
-``ecpa serve --db``'s judging processes do (``ecpa.serve.judges``), two against one. Figures
-are printed, never enforced.
+``ecpa serve --db``'s judging processes do (``ecpa.serve.judges``), two against one; and
+the same judging while every process writes a record a refresh (``bench.fleet_live``).
+Figures are printed, never enforced.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.fleet_live import live_row
 from bench.launchdir import HOST, Written, hermetic_config, write_launch
 from bench.paired import Row, summarize, table
 from bench.shared import server
@@ -407,6 +409,7 @@ def fleet_rows(*, quick: bool, tmp: Path, dsn: str | None = None) -> list[Row]:
             *verdict_rows(
                 base, tmp, 2 if quick else 3, 4 if quick else 100, 10 if quick else 100, 3
             ),
+            live_row(base, tmp, 2 if quick else 3, 4 if quick else 100, 10 if quick else 100),
         ]
 
 

@@ -40,6 +40,7 @@ from ecpa.runtime.model.process import LaunchEnvironment, ProcessIdentity
 __all__ = [
     "MANAGER",
     "Written",
+    "append_records",
     "environment",
     "hermetic_config",
     "manager_entry",
@@ -316,3 +317,20 @@ def write_launch(
     (directory / ENROLLMENTS_FILE).write_bytes(b"".join(certificates))
     alive = {**{(s, w.pid): w for s, w, _ in writers}}
     return Written(directory, _fake_proc(root, alive), processes)
+
+
+def append_records(w: Written, seq: int, at: int, *, interval: int) -> int:
+    """One more signed record, number ``seq`` issued at ``at`` (``interval`` seconds after
+    the one before), at the end of each process's log of the launch :func:`write_launch`
+    wrote (its first processes, without host evidence): the next second of a live launch.
+    Returns the records written."""
+    doc = json.loads((w.directory / "launch.json").read_bytes())
+    env = environment(w.directory, doc["challenge"])
+    logs = w.directory / "evidence" / w.directory.name
+    for slot, who in w.processes.items():
+        signer = process_signer(slot, who)
+        window = Window(seq, 4 * seq, 3 * seq, seq, 0, 0, at - interval, at, at, seq, at, None)
+        line = record_line(build_evidence(env, who, signer, window, issued_at=at))
+        with (logs / log_name(signer.kid)).open("ab") as out:
+            out.write(line)
+    return len(w.processes)

@@ -79,6 +79,7 @@ SHARED_ROWS = [
     ("fleet verdict from the store", "the same launches from their directories"),
     ("fleet verdict from the store, 4 x 10 slots, status --all again", "status --all (a command"),
     ("serve's judging processes over the store, 4 x 10 slots", "--judges 1"),
+    ("serve's judging processes over a live store, 4 x 10 slots", "the same refresh, nothing"),
 ]
 #: Without a server, one row says so for bench.shared and one for bench.fleet.
 NOT_MEASURED = [("PostgreSQL rows", "(not"), ("fleet rows", "(not")]

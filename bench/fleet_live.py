@@ -1,0 +1,110 @@
+"""The fleet's verdict while the fleet writes (docs/scale.md "The fleet verdict"): what a
+refresh of ``ecpa serve --db --judges 2`` judges when every scheduler process has written
+one new record since the refresh before (the issue's one statement a second), against the
+same refresh with nothing new. Each refresh judges by the clock and saves its checkpoints,
+as ``ecpa serve`` does: a new record is walked (verified) once, then decides (remembered).
+Figures are printed, never enforced."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.launchdir import HOST, Written, append_records, write_launch
+from bench.paired import Row, summarize
+from ecpa.runtime.host.ship import ship_launch
+from ecpa.runtime.model.process import PROC, check_alive
+from ecpa.runtime.stores.store import EvidenceStore
+from ecpa.serve.judges import Judges
+
+__all__ = ["live_row"]
+
+#: Seconds between a process's records in the launches written (their history).
+_INTERVAL = 200
+
+
+def _ship_live(dsn: str, w: Written, start: Any, out: Any) -> None:
+    """``ecpa ship --once`` of ``w`` by the clock (a forked child of ``_all_at_once``)."""
+    start.wait()
+    with EvidenceStore(dsn) as store:
+        report = ship_launch(
+            w.directory,
+            store,
+            once=True,
+            liveness=lambda who: check_alive(who, proc_root=w.proc_root, host=HOST),
+        )
+    out.put(report.stored)
+
+
+def live_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int) -> Row:
+    """``count`` launches of ``slots`` processes (3 records each, the newest now), shipped;
+    then ``rounds`` pairs of refreshes by two judging processes, warm: one after every
+    process wrote a record more (shipped before the refresh, not timed), one after nothing
+    new, the order alternating."""
+    from bench.fleet import SHIPPERS, _all_at_once, _drop, _fresh_schema
+
+    now = int(time.time())
+    launches = [
+        write_launch(
+            tmp / "live" / f"l{i}",
+            slots=slots,
+            records=3,
+            now=now,
+            interval=_INTERVAL,
+            launch_id=f"launch-{secrets.token_hex(8)}",
+            challenge=secrets.token_urlsafe(32),
+        )
+        for i in range(count)
+    ]
+    made: list[str] = []
+    team = Judges(2)
+    quiet: list[float] = []
+    live: list[float] = []
+    effective: list[int] = []
+    seq = 3
+
+    def ship() -> None:
+        for start in range(0, count, SHIPPERS):
+            _all_at_once(_ship_live, where, launches[start : start + SHIPPERS])
+
+    def refresh(into: list[float]) -> None:
+        began = time.perf_counter()
+        found = team.judge((), where, limit=1000, proc_root=PROC, host=None, trust=None)
+        into.append(time.perf_counter() - began)
+        effective.append(sum(j.status.effective for j in found.judged))
+
+    try:
+        where = _fresh_schema(dsn, made)
+        EvidenceStore(where).close()
+        ship()
+        refresh([])  # cold: every history walked
+        refresh([])  # warm, and the records remembered
+        for r in range(rounds):
+            for new in (True, False) if r % 2 == 0 else (False, True):
+                if new:
+                    seq += 1
+                    at = int(time.time())
+                    for w in launches:
+                        append_records(w, seq, at, interval=_INTERVAL)
+                    ship()
+                refresh(live if new else quiet)
+    finally:
+        team.stop()
+        _drop(dsn, made)
+    p = summarize(quiet, live)
+    return Row(
+        f"serve's judging processes over a live store, {count} x {slots} slots, --judges 2: "
+        "every process one record more since the refresh before",
+        "the same refresh, nothing new",
+        p.base,
+        p.ours,
+        "s",
+        p.ratio,
+        p.spread,
+        "<= 1 s",
+        p.ours <= 1.0,
+        f"{rounds} rounds of each; by the clock, checkpoints saved, as a refresh judges; "
+        f"effective launches per refresh: {sorted(set(effective))} of {count}",
+    )
