@@ -89,6 +89,7 @@ def status_from_store(
                 "(`ecpa ship --launch DIR --db ...` stores it)",
             )
         where = f"launch {launch_id} in {store.where}"
+        listed = store.sources(launch_id)  # its logs and its certificates, as one listing
         clock_note = Reason(ReasonCode.CLOCK, f"now: {now}, as given")
         if now is None:
             now = store.server_now()
@@ -118,7 +119,7 @@ def status_from_store(
             claimed,
             expected,
             launch_doc=row.launch_doc,
-            certificates=stored_certificates(store, launch_id),
+            certificates=stored_certificates(store, launch_id, listed),
             operator=found.store,
             operator_where=found.where,
         )
@@ -134,7 +135,7 @@ def status_from_store(
         basis = history.trust_basis(judgement.trust_store)
         skipped: list[Reason] = []
         names = []
-        for name in store.sources(launch_id):
+        for name in listed:
             if name.startswith(JOURNAL_SOURCE) or name == ENROLLMENTS_FILE:
                 continue  # a host journal, shipped for the audit; the certificates
             if not LOG_NAME.fullmatch(name):
@@ -189,10 +190,13 @@ def status_from_store(
     return replace(status, effective=False, reasons=(ended, *status.reasons))
 
 
-def stored_certificates(store: EvidenceStore, launch_id: str) -> bytes | EcpaError | None:
+def stored_certificates(
+    store: EvidenceStore, launch_id: str, sources: list[str] | None = None
+) -> bytes | EcpaError | None:
     """The shipped ``enrollments.jsonl``: its lines, each with its newline (None: none
-    shipped), or why they are too many to read."""
-    if ENROLLMENTS_FILE not in store.sources(launch_id):
+    shipped), or why they are too many to read. ``sources``: the launch's stored logs
+    (:meth:`~ecpa.runtime.stores.store.EvidenceStore.sources`), when already listed."""
+    if ENROLLMENTS_FILE not in (store.sources(launch_id) if sources is None else sources):
         return None
     rows = store.query(
         "SELECT line FROM ecpa_evidence WHERE (launch_id, launch_day) ="
