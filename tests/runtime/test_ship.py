@@ -1041,6 +1041,77 @@ def test_a_checkpoint_nested_past_the_stack_is_a_fresh_walk(pg_dsn: str, written
     assert status.effective  # walked again from the start, not an error
 
 
+@pytest.mark.parametrize("offset", [2**62, 2**63, 2**64 + 1, 10**30])
+def test_a_checkpoint_offset_past_any_log_is_a_fresh_walk(
+    pg_dsn: str, written: Written, offset: int
+) -> None:
+    """A checkpoint (forged by a reader allowed to write its own, or corrupt) whose offset
+    is past the end, even past what the database's integers hold, is only a fresh walk:
+    the status decides as the files do, and saves checkpoints that hold again."""
+    ship(pg_dsn, written)
+    remote(pg_dsn, written)
+    with_offset = "jsonb_set(doc::jsonb, '{offset}', to_jsonb(%s::numeric))::text"
+    changed = _execute(
+        pg_dsn,
+        f"UPDATE ecpa_reader_checkpoint SET doc = {with_offset} WHERE launch_id = %s",
+        (str(offset), written.directory.name),
+    )
+    assert changed == len(logs_of(written))
+    for _ in range(2):
+        assert decision(remote(pg_dsn, written)) == decision(local(written))
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        docs = [json.loads(d) for (d,) in conn.execute("SELECT doc FROM ecpa_reader_checkpoint")]
+    assert len(docs) == len(logs_of(written))
+    assert all(0 < d["offset"] < 2**20 for d in docs)
+
+
+def test_a_log_held_twice_for_saving_is_saved_once_its_newest(
+    pg_dsn: str, written: Written
+) -> None:
+    """One statement cannot update a row twice (PostgreSQL refuses it): a log's checkpoint
+    held twice before the launch's save is saved once, as last held."""
+    from ecpa.runtime.stores.stored_log import Prefetched
+
+    ship(pg_dsn, written)
+    name = logs_of(written)[0].name
+    with EvidenceStore(pg_dsn) as store:
+        pre = Prefetched(store, written.directory.name, [name])
+        pre.pending += [(name, '{"first":1}'), (name, '{"newest":2}')]
+        assert pre.save_all() == []
+        rows = store.query("SELECT source, doc FROM ecpa_reader_checkpoint")
+    assert rows == [(name, '{"newest":2}')]
+
+
+def test_checkpoints_walked_before_a_status_failed_are_kept(
+    pg_dsn: str, written: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A status that fails partway (the store or the replay fence gone) keeps the
+    checkpoints of the logs it had walked: the next walks only the rest."""
+    from ecpa.runtime.stores.stored_log import StoredLog
+
+    ship(pg_dsn, written)
+    advance, calls = StoredLog.advance, []
+
+    def failing(self: StoredLog, *args: Any, **kw: Any) -> bool:
+        calls.append(self.name)
+        if len(calls) == 2:
+            raise EcpaError(ErrorCode.EVIDENCE_STORE, "the store went away")
+        return advance(self, *args, **kw)
+
+    monkeypatch.setattr(StoredLog, "advance", failing)
+    with pytest.raises(EcpaError, match="went away"):
+        remote(pg_dsn, written)
+    monkeypatch.undo()
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        saved = [s for (s,) in conn.execute("SELECT source FROM ecpa_reader_checkpoint")]
+    assert saved == calls[:1]
+    assert decision(remote(pg_dsn, written)) == decision(local(written))
+
+
 def test_a_launch_json_of_another_launch_in_the_store_is_refused(
     pg_dsn: str, written: Written
 ) -> None:

@@ -148,9 +148,11 @@ def status_from_store(
             StoredLog(store, launch_id, n, pre.ends.get(n, 0), basis=basis, prefetched=pre)
             for n in names
         ]
-        streams, notes = judge_sources(sources, judgement.fenced(open_fence(replay_db, stack)))
-        for problem in pre.save_all():  # the checkpoints walked, in one statement
-            notes.append(Reason(ReasonCode.CHECKPOINT_NOT_SAVED, problem))
+        try:
+            streams, notes = judge_sources(sources, judgement.fenced(open_fence(replay_db, stack)))
+        finally:  # the checkpoints walked, in one statement: kept even if a later log failed
+            unsaved = pre.save_all()
+        notes.extend(Reason(ReasonCode.CHECKPOINT_NOT_SAVED, text) for text in unsaved)
     heard: dict[ProcessIdentity, int] = {}
     for stream in streams.values():
         if stream.newest is not None:

@@ -46,8 +46,12 @@ class Prefetched:
             self.checkpoints = {str(source): _parsed(str(doc)) for source, doc in rows}
         except EcpaError:
             pass
-        #: Where each log's walk starts when its checkpoint holds.
-        self.starts = {n: _offset_of((self.checkpoints or {}).get(n)) for n in names}
+        #: Where each log's walk starts when its checkpoint holds (0 past the log's end:
+        #: such a checkpoint never holds, and any offset reaches the query only in range).
+        self.starts = {}
+        for n in names:
+            start = _offset_of((self.checkpoints or {}).get(n))
+            self.starts[n] = start if start <= self.ends.get(n, 0) else 0
         self.newest: dict[str, list[tuple[int, bytes]]] = {n: [] for n in names}
         #: The line before each log's start (when it is not the newest), by the start.
         self.before: dict[str, tuple[int, bytes]] = {}
@@ -71,7 +75,7 @@ class Prefetched:
     def save_all(self) -> list[str]:
         """Save the checkpoints held for saving in one statement; what could not be saved
         (one line a log), or nothing."""
-        pending, self.pending = self.pending, []
+        pending, self.pending = list(dict(self.pending).items()), []  # a log's newest once
         if not pending:
             return []
         try:
@@ -281,6 +285,8 @@ class StoredLog:
 
     def save(self, ck: history.Checkpoint) -> str | None:
         # Called only when the status saves checkpoints (its judgement's save_checkpoints).
+        # With the launch's other logs read together, held for Prefetched.save_all (which
+        # says what could not be saved): None here then means "held", not yet "kept".
         doc = json.dumps({**ck.to_dict(), "basis": self._basis}, separators=(",", ":"))
         if self._pre is not None:  # saved with the launch's others (Prefetched.save_all)
             self._pre.pending.append((self.name, doc))
