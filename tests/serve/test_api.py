@@ -866,3 +866,41 @@ def test_a_judging_process_that_dies_is_replaced(tmp_path: Path) -> None:
         assert again.pid != worker.pid
         assert srv.get_json(f"/v1/launches/{ONE}")["runtime_effective"] is True
     assert not again.is_alive()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_answer_is_loaded_with_the_collector_paused_and_left_as_found(
+    monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    """A judging process's answer arrives as bytes, loaded with the cyclic collector
+    paused (none of it is garbage), which is then as it was, also when loading fails; and
+    what is not an answer is refused by its type."""
+    import gc
+    import pickle
+
+    from ecpa.runtime import JudgedList
+    from ecpa.serve import judges
+
+    seen: list[bool] = []
+    loads = pickle.loads
+
+    def watched(data: bytes) -> Any:
+        seen.append(gc.isenabled())
+        return loads(data)
+
+    monkeypatch.setattr(judges.pickle, "loads", watched)
+    answer = JudgedList((), (), ("a note",))
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert judges._loaded(pickle.dumps(answer)) == answer
+        assert gc.isenabled() is enabled
+        with pytest.raises(TypeError, match="expected a judging process's JudgedList"):
+            judges._loaded(pickle.dumps({"judged": []}))
+        assert gc.isenabled() is enabled
+        with pytest.raises(pickle.UnpicklingError):
+            judges._loaded(b"\x80\x05not a pickle")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, False, False]
