@@ -7,6 +7,7 @@ SIGKILLed."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -15,7 +16,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -144,25 +145,36 @@ class Judges:
                 pool.shutdown(wait=True, cancel_futures=True)
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused, then as it was (whatever happens inside).
+    What is made inside is a judgement's many objects, few of them garbage and none in
+    cycles it needs collected at once; collected while made, each full collection went over
+    every object the process holds (its memories, the snapshot served) again:
+    docs/scale.md "The fleet verdict"."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _judged_bytes(*args: Any, **kw: Any) -> bytes:
-    """:func:`~ecpa.runtime.host.launches.judge_launches`'s answer, pickled here (the
-    judging process) for :func:`_loaded` to load in the server."""
-    return pickle.dumps(judge_launches(*args, **kw), protocol=pickle.HIGHEST_PROTOCOL)
+    """:func:`~ecpa.runtime.host.launches.judge_launches`'s answer, judged and pickled
+    here (the judging process, its collector paused) for :func:`_loaded` to load in the
+    server."""
+    with _collector_paused():
+        return pickle.dumps(judge_launches(*args, **kw), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _loaded(data: bytes) -> JudgedList:
     """A judging process's answer (:func:`_judged_bytes`, from a process this server
-    started: the trust the executor's own pickles have), loaded with the cyclic garbage
-    collector paused. The answer is 300,000 objects for 5,000 slots, none of them garbage;
-    collected while they arrive, each full collection went over the whole server (the
-    snapshot served, the answers before) again: docs/scale.md "The fleet verdict"."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    started: the trust the executor's own pickles have), loaded with the collector paused
+    (300,000 objects for 5,000 slots, none of them garbage)."""
+    with _collector_paused():
         answer = pickle.loads(data)  # noqa: S301 (bytes of this server's own child)
-    finally:
-        if paused:
-            gc.enable()
     if not isinstance(answer, JudgedList):
         raise TypeError(f"expected a judging process's JudgedList, found {type(answer).__name__}")
     return answer

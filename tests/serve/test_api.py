@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bench.launchdir import HOST
-from ecpa.errors import EcpaError
+from ecpa.errors import EcpaError, ErrorCode
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document
 from ecpa.runtime import (
     EXIT_SCHEMA,
@@ -904,3 +904,33 @@ def test_an_answer_is_loaded_with_the_collector_paused_and_left_as_found(
     finally:
         (gc.enable if was else gc.disable)()
     assert seen == [False, False, False]
+
+
+def test_a_part_is_judged_with_the_collector_paused_and_left_as_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In the judging process, the part is judged and pickled with the collector paused;
+    it is running again after, also when the judging raised."""
+    import gc
+    import pickle
+
+    from ecpa.runtime import JudgedList
+    from ecpa.serve import judges
+
+    seen: list[tuple[Any, ...]] = []
+    answer = JudgedList((), (), ("a note",))
+
+    def judge(*args: Any, **kw: Any) -> JudgedList:
+        seen.append((gc.isenabled(), args, kw))
+        if kw.get("names") == ("boom",):
+            raise EcpaError(ErrorCode.INVALID_INPUT, "boom")
+        return answer
+
+    monkeypatch.setattr(judges, "judge_launches", judge)
+    assert gc.isenabled()
+    assert pickle.loads(judges._judged_bytes((), None, names=("a",))) == answer
+    assert gc.isenabled()
+    with pytest.raises(EcpaError, match="boom"):
+        judges._judged_bytes((), None, names=("boom",))
+    assert gc.isenabled()
+    assert seen == [(False, ((), None), {"names": (n,)}) for n in ("a", "boom")]
