@@ -67,7 +67,9 @@ def _lines(w: Written) -> list[tuple[str, str, int, bytes]]:
     return rows
 
 
-def _ship(dsn: str, w: Written, start: Any, out: Any) -> None:
+def _ship(dsn: str, w: Written, start: Any, out: Any, *, by_clock: bool = False) -> None:
+    """``ecpa ship --once`` of ``w`` (a forked child of :func:`_all_at_once`): its
+    supervisor seen at the bench's fixed time, or ``by_clock`` at the server's."""
     start.wait()
     with EvidenceStore(dsn) as store:
         report = ship_launch(
@@ -75,7 +77,7 @@ def _ship(dsn: str, w: Written, start: Any, out: Any) -> None:
             store,
             once=True,
             liveness=lambda who: check_alive(who, proc_root=w.proc_root, host=HOST),
-            clock=lambda: NOW,
+            clock=None if by_clock else lambda: NOW,
         )
     out.put(report.stored)
 

@@ -7,15 +7,14 @@ Figures are printed, never enforced."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from pathlib import Path
-from typing import Any
 
-from bench.launchdir import HOST, Written, append_records, write_launch
+from bench.launchdir import append_records, write_launch
 from bench.paired import Row, summarize
-from ecpa.runtime.host.ship import ship_launch
-from ecpa.runtime.model.process import PROC, check_alive
+from ecpa.runtime.model.process import PROC
 from ecpa.runtime.stores.store import EvidenceStore
 from ecpa.serve.judges import Judges
 
@@ -25,25 +24,14 @@ __all__ = ["live_row"]
 _INTERVAL = 200
 
 
-def _ship_live(dsn: str, w: Written, start: Any, out: Any) -> None:
-    """``ecpa ship --once`` of ``w`` by the clock (a forked child of ``_all_at_once``)."""
-    start.wait()
-    with EvidenceStore(dsn) as store:
-        report = ship_launch(
-            w.directory,
-            store,
-            once=True,
-            liveness=lambda who: check_alive(who, proc_root=w.proc_root, host=HOST),
-        )
-    out.put(report.stored)
-
-
 def live_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int) -> Row:
     """``count`` launches of ``slots`` processes (3 records each, the newest now), shipped;
     then ``rounds`` pairs of refreshes by two judging processes, warm: one after every
     process wrote a record more (shipped before the refresh, not timed), one after nothing
     new, the order alternating."""
-    from bench.fleet import SHIPPERS, _all_at_once, _drop, _fresh_schema
+    from bench.fleet import SHIPPERS, _all_at_once, _drop, _fresh_schema, _ship
+
+    ship_live = functools.partial(_ship, by_clock=True)
 
     now = int(time.time())
     launches = [
@@ -67,7 +55,7 @@ def live_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int) -> Row:
 
     def ship() -> None:
         for start in range(0, count, SHIPPERS):
-            _all_at_once(_ship_live, where, launches[start : start + SHIPPERS])
+            _all_at_once(ship_live, where, launches[start : start + SHIPPERS])
 
     def refresh(into: list[float]) -> None:
         began = time.perf_counter()

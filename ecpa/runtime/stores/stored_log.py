@@ -130,7 +130,8 @@ class StoredLog:
     :class:`~ecpa.runtime.judge.sources.LogSource`): its lines in file order, its checkpoint
     in ``ecpa_reader_checkpoint``. A checkpoint holds while the line just before its offset
     is still the one it walked last (by hash): otherwise the history is walked again from
-    the start. With ``prefetched``, what it holds is not asked for again."""
+    the start. What ``prefetched`` holds of the launch's logs is not asked for again, and
+    its checkpoint is saved with theirs (:meth:`Prefetched.save_all`)."""
 
     def __init__(
         self,
@@ -140,7 +141,7 @@ class StoredLog:
         end: int,
         *,
         basis: str,
-        prefetched: Prefetched | None = None,
+        prefetched: Prefetched,
     ) -> None:
         self.store = store
         self.launch_id = launch_id
@@ -160,7 +161,7 @@ class StoredLog:
         return [(int(o), bytes(line)) for o, line in rows]
 
     def _newest(self, end: int, limit: int) -> list[tuple[int, bytes]]:
-        if self._pre is not None and end == self._end and limit <= FIRST_LINES:
+        if end == self._end and limit <= FIRST_LINES:
             return self._pre.newest.get(self.name, [])[:limit]
         return self._lines(" AND file_offset < %s ORDER BY file_offset DESC LIMIT %s", (end, limit))
 
@@ -168,12 +169,7 @@ class StoredLog:
         if offset == 0:
             return hashlib.sha256(b"").hexdigest()
         pre = self._pre
-        if (
-            pre is not None
-            and offset != self._end
-            and offset == pre.starts.get(self.name)
-            and self.name in pre.before
-        ):
+        if offset != self._end and offset == pre.starts.get(self.name) and self.name in pre.before:
             before = [pre.before[self.name]]
         else:
             before = self._newest(offset, 1)
@@ -182,18 +178,9 @@ class StoredLog:
 
     def load(self, launch_id: str, now: int) -> history.Checkpoint:
         fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
-        if self._pre is not None and self._pre.checkpoints is not None:
-            doc = self._pre.checkpoints.get(self.name)
-        else:
-            try:
-                rows = self.store.query(
-                    "SELECT doc FROM ecpa_reader_checkpoint"
-                    " WHERE reader = current_user AND launch_id = %s AND source = %s",
-                    (launch_id, self.name),
-                )
-            except EcpaError:  # no right to read it (yet): only a slower status
-                return fresh
-            doc = _parsed(str(rows[0][0])) if rows else None
+        if self._pre.checkpoints is None:  # no right to read them (yet): a slower status
+            return fresh
+        doc = self._pre.checkpoints.get(self.name)
         if (
             not isinstance(doc, dict) or doc.get("basis") != self._basis
         ):  # walked under another trust store
@@ -230,7 +217,7 @@ class StoredLog:
         exhausted = False
         pre = self._pre
         first = None  # the lines read with the launch's, when the walk starts where they do
-        if pre is not None and end == self._end and ck.offset == pre.starts.get(self.name):
+        if end == self._end and ck.offset == pre.starts.get(self.name):
             first = pre.walk.get(self.name, [])
 
         def lines() -> Iterator[LogLine]:
@@ -285,19 +272,8 @@ class StoredLog:
 
     def save(self, ck: history.Checkpoint) -> str | None:
         # Called only when the status saves checkpoints (its judgement's save_checkpoints).
-        # With the launch's other logs read together, held for Prefetched.save_all (which
-        # says what could not be saved): None here then means "held", not yet "kept".
+        # Held for Prefetched.save_all, which saves the launch's in one statement and says
+        # what could not be saved: None here means "held", not yet "kept".
         doc = json.dumps({**ck.to_dict(), "basis": self._basis}, separators=(",", ":"))
-        if self._pre is not None:  # saved with the launch's others (Prefetched.save_all)
-            self._pre.pending.append((self.name, doc))
-            return None
-        try:
-            self.store.query(  # the reader is the database role (row level security)
-                "INSERT INTO ecpa_reader_checkpoint (launch_id, source, doc) VALUES (%s, %s, %s)"
-                " ON CONFLICT (reader, launch_id, source) DO UPDATE SET doc = EXCLUDED.doc",
-                (self.launch_id, self.name, doc),
-            )
-        except EcpaError as exc:
-            return f"checkpoint of {self.name} not saved: {exc.detail}"
-        ck.saved = True
+        self._pre.pending.append((self.name, doc))
         return None
