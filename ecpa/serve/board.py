@@ -44,7 +44,7 @@ from ecpa.runtime import (
     judge_launches,
     scrub_dsn,
 )
-from ecpa.serve.judges import Judges
+from ecpa.serve.judges import Judges, collector_paused
 
 __all__ = ["VERSION", "Board", "Entry", "Snapshot", "Sources"]
 
@@ -275,23 +275,26 @@ class Board:
         sources: list[tuple[str, str | None]] = []
         derivations: list[float] = []
         manifest = once(bundle_manifest)  # the installed bundle, read once a refresh
-        for name, outcome in results:
-            if isinstance(outcome, str):
-                sources.append((name, outcome))
-                for launch_id, entry in old.items():  # keep them listed, not effective
-                    if entry.source == name and launch_id not in entries:
-                        text = f"evidence unreadable: source {name} could not be read: {outcome}"
-                        entries[launch_id] = _withdrawn(entry, text)
-                continue
-            sources.append((name, None))
-            for judged in outcome:
-                launch_id = judged.summary.launch_id
-                derivations.append(judged.took_s)
-                if launch_id in entries:
-                    detail = f"the same launch id is served from {entries[launch_id].source}"
-                    skipped.append({"source": name, "name": launch_id, "detail": detail})
+        with collector_paused():  # a few dicts a slot, none garbage: docs/serve.md
+            for name, outcome in results:
+                if isinstance(outcome, str):
+                    sources.append((name, outcome))
+                    for launch_id, entry in old.items():  # keep them listed, not effective
+                        if entry.source == name and launch_id not in entries:
+                            text = (
+                                f"evidence unreadable: source {name} could not be read: {outcome}"
+                            )
+                            entries[launch_id] = _withdrawn(entry, text)
                     continue
-                entries[launch_id] = _entry(judged, old.get(launch_id), mono, manifest)
+                sources.append((name, None))
+                for judged in outcome:
+                    launch_id = judged.summary.launch_id
+                    derivations.append(judged.took_s)
+                    if launch_id in entries:
+                        detail = f"the same launch id is served from {entries[launch_id].source}"
+                        skipped.append({"source": name, "name": launch_id, "detail": detail})
+                        continue
+                    entries[launch_id] = _entry(judged, old.get(launch_id), mono, manifest)
         self._generation += 1
         snapshot = Snapshot(
             entries,

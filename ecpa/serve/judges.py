@@ -146,12 +146,12 @@ class Judges:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused, then as it was (whatever happens inside).
-    What is made inside is a judgement's many objects, few of them garbage and none in
-    cycles it needs collected at once; collected while made, each full collection went over
-    every object the process holds (its memories, the snapshot served) again:
-    docs/scale.md "The fleet verdict"."""
+    What is made inside is many objects, few of them garbage and none in cycles that need
+    collecting at once: a judgement, its answer loaded, a refresh's entries (the board).
+    Collected while made, each full collection went over every object the process holds
+    (its memories, the snapshot served) again: docs/scale.md "The fleet verdict"."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -165,7 +165,7 @@ def _judged_bytes(*args: Any, **kw: Any) -> bytes:
     """:func:`~ecpa.runtime.host.launches.judge_launches`'s answer, judged and pickled
     here (the judging process, its collector paused) for :func:`_loaded` to load in the
     server."""
-    with _collector_paused():
+    with collector_paused():
         return pickle.dumps(judge_launches(*args, **kw), protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -173,7 +173,7 @@ def _loaded(data: bytes) -> JudgedList:
     """A judging process's answer (:func:`_judged_bytes`, from a process this server
     started: the trust the executor's own pickles have), loaded with the collector paused
     (300,000 objects for 5,000 slots, none of them garbage)."""
-    with _collector_paused():
+    with collector_paused():
         answer = pickle.loads(data)  # noqa: S301 (bytes of this server's own child)
     if not isinstance(answer, JudgedList):
         raise TypeError(f"expected a judging process's JudgedList, found {type(answer).__name__}")

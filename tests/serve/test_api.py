@@ -934,3 +934,45 @@ def test_a_part_is_judged_with_the_collector_paused_and_left_as_found(
         judges._judged_bytes((), None, names=("boom",))
     assert gc.isenabled()
     assert seen == [(False, ((), None), {"names": (n,)}) for n in ("a", "boom")]
+
+
+def test_a_refresh_builds_its_entries_with_the_collector_paused_and_leaves_it_as_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh builds each launch's entry (its documents, a few dicts a slot) with the
+    cyclic collector paused, and leaves the collector as it found it, also when building
+    an entry raised; the launches' judging and the publishing run as found."""
+    import gc
+
+    from ecpa.serve import board as board_module
+
+    runs = tmp_path / "runs"
+    written = write_runs(runs, 2)
+    seen: list[tuple[str, bool]] = []
+    build = board_module._entry
+
+    def watched(*args: Any, **kw: Any) -> Any:
+        seen.append(("entry", gc.isenabled()))
+        if os.environ.get("ECPA_TEST_ENTRY_FAILS"):
+            raise RuntimeError("an entry failed, as a test says")
+        return build(*args, **kw)
+
+    monkeypatch.setattr(board_module, "_entry", watched)
+    board = Board(
+        sources_of(runs, written), publish=lambda snap: seen.append(("publish", gc.isenabled()))
+    )
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            seen.clear()
+            board.refresh()
+            assert gc.isenabled() is enabled
+            assert seen == [("entry", False), ("entry", False), ("publish", enabled)]
+            monkeypatch.setenv("ECPA_TEST_ENTRY_FAILS", "1")
+            with pytest.raises(RuntimeError, match="as a test says"):
+                board.refresh()
+            assert gc.isenabled() is enabled
+            monkeypatch.delenv("ECPA_TEST_ENTRY_FAILS")
+    finally:
+        (gc.enable if was else gc.disable)()
