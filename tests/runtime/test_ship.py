@@ -697,6 +697,32 @@ def test_a_status_from_the_store_costs_a_few_queries_a_launch_not_a_few_a_log(
     assert len(saves) == (1 if new else 0)  # nothing walked, nothing saved
 
 
+def test_a_launch_judged_from_the_store_reads_its_row_once(
+    pg_dsn: str, written: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store's launches judged (``ecpa serve --db``, ``ecpa launches --db``) read each
+    launch's row once: the launch.json judged is the one the answer carries, and a status
+    given the row it read asks for no other; a row of another launch is refused."""
+    from ecpa.runtime.host.launches import judge_launches
+
+    ship(pg_dsn, written)
+    remote(pg_dsn, written)  # walked, checkpoints saved
+    sent: list[str] = []
+    monkeypatch.setattr(EvidenceStore, "query", _counting(sent))
+    found = judge_launches((), pg_dsn, now=NOW, names=(written.directory.name,))
+    monkeypatch.undo()
+    (judged,) = found.judged
+    assert judged.status.effective
+    assert judged.launch_doc == (written.directory / "launch.json").read_bytes()
+    rows = [q for q in sent if "FROM ecpa_launch WHERE launch_id = %s" in q and "launch_doc" in q]
+    assert len(rows) == 1, sent
+    with EvidenceStore(pg_dsn, create=False) as store:
+        row = store.launch(written.directory.name)
+        assert row is not None
+        with pytest.raises(ValueError, match="expected the row of launch 'other'"):
+            status_from_store(pg_dsn, "other", now=NOW, store=store, row=row)
+
+
 def test_a_readers_forged_checkpoint_harms_no_other_replica(pg_dsn: str, written: Written) -> None:
     """docs/runtime.md "Several hosts": history checkpoints are each reader's own (row level
     security), so a role allowed to write status checkpoints (which manager replicas need)

@@ -263,6 +263,7 @@ def _from_store(
         for launch_id in ids:
             started = time.perf_counter()
             try:
+                row = store.launch(launch_id)  # read once: its launch.json is the one judged
                 status = status_from_store(
                     dsn,
                     launch_id,
@@ -270,8 +271,8 @@ def _from_store(
                     save_checkpoints=now is None,
                     operator=operator,
                     store=store,  # one connection for the source, as status --all
+                    row=row,
                 )
-                row = store.launch(launch_id)
             except EcpaError as exc:
                 if store.transient:  # the store itself failed: no other launch can be judged
                     raise

@@ -59,6 +59,7 @@ def status_from_store(
     max_abstain: int | None = None,
     operator: OperatorTrust | None = None,
     store: EvidenceStore | None = None,
+    row: LaunchRow | None = None,
 ) -> RuntimeStatus:
     """The status of launch ``launch_id`` from the evidence store at ``dsn`` (see the module's
     text), at ``now``: by default the database server's clock, the one that timed the
@@ -70,18 +71,23 @@ def status_from_store(
     the store are read but not replaced. A reader needs only to read the store (and to
     write ``ecpa_status_checkpoint``, or its statuses walk history afresh each time).
     ``store``: a connection to ``dsn`` already open (a fleet's statuses share one), left
-    open.
+    open; ``row``: the launch's row already read with it (a fleet's judging reads it once,
+    and carries the ``launch.json`` judged), else it is read here.
 
     Raises:
         EcpaError: ``ECPA_EVIDENCE_STORE`` when the store cannot be used or holds no such
             launch; ``ECPA_INVALID_INPUT`` for a stored ``launch.json`` that is not a 0.2
             launch; ``ATTESTATION_TRUST_STORE_CONFIG`` for a bad trust store, or none;
             ``ECPA_REPLAY_STORE`` for a replay database that cannot be used.
+        ValueError: a ``row`` of another launch (a bug of the caller's, never an input).
     """
+    if row is not None and row.launch_id != launch_id:
+        raise ValueError(f"expected the row of launch {launch_id!r}, found {row.launch_id!r}")
     with ExitStack() as stack:
         if store is None:
             store = stack.enter_context(EvidenceStore(dsn, create=False))
-        row = store.launch(launch_id)
+        if row is None:
+            row = store.launch(launch_id)
         if row is None:
             raise EcpaError(
                 ErrorCode.EVIDENCE_STORE,
