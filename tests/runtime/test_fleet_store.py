@@ -382,3 +382,35 @@ def test_cli_status_all_is_true_only_for_a_whole_fleet(
         assert entries == []  # no launch judged once the signal came
     finally:
         history.STOP.clear()
+
+
+def test_the_store_reads_its_rows_in_binary_and_each_type_as_in_text(pg_dsn: str) -> None:
+    """A store's reads come back in PostgreSQL's binary format (a stored line as its bytes,
+    not as hex the server writes and the client decodes: most of a fleet verdict's bytes),
+    each column type read as the text format reads it; a line's every byte kept."""
+    import psycopg
+
+    line = bytes(range(256)) + b"\r"
+    sql = (
+        "SELECT %s::bytea, 'a'::text, 'b'::name, 7::bigint, 8::int, true, NULL::text,"
+        " 'ecpa_launch'::regclass::text, current_user, now() IS NOT NULL, 1.5::numeric,"
+        " '{\"k\": 1}'::text"
+    )
+    with EvidenceStore(pg_dsn) as store:
+        formats: list[Any] = []
+        execute = psycopg.Connection.execute
+
+        def watched(self: Any, *args: Any, **kw: Any) -> Any:
+            cur = execute(self, *args, **kw)
+            formats.append(cur.pgresult.fformat(0) if cur.pgresult and cur.description else None)
+            return cur
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(psycopg.Connection, "execute", watched)
+            (row,) = store.query(sql, (line,))
+        assert formats == [psycopg.pq.Format.BINARY]
+        with psycopg.connect(pg_dsn) as conn:
+            as_text = conn.execute(sql, (line,)).fetchone()
+    assert row == as_text
+    assert row[0] == line
+    assert [type(v) for v in row] == [type(v) for v in as_text]

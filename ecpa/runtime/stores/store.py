@@ -183,13 +183,16 @@ class EvidenceStore:
         return describe_dsn(self.dsn)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement; its rows (none for a statement that returns none).
+        """Run one statement; its rows (none for a statement that returns none), read in
+        PostgreSQL's binary format: a stored line arrives as its bytes, not as the hex text
+        the server would write and this client decode (most of a fleet verdict's bytes;
+        docs/scale.md "The fleet verdict"), each type read as in text.
 
         Raises:
             EcpaError: ``ECPA_EVIDENCE_STORE`` when the server cannot be used.
         """
         with self._session() as conn:
-            cur = conn.execute(sql, params)
+            cur = conn.execute(sql, params, binary=True)
             return cur.fetchall() if cur.description is not None else []
 
     # --- launches ------------------------------------------------------------------------
