@@ -275,7 +275,7 @@ class Board:
         sources: list[tuple[str, str | None]] = []
         derivations: list[float] = []
         manifest = once(bundle_manifest)  # the installed bundle, read once a refresh
-        with collector_paused():  # a few dicts a slot, none garbage: docs/serve.md
+        with collector_paused():  # entries and renderings: none garbage (docs/serve.md)
             for name, outcome in results:
                 if isinstance(outcome, str):
                     sources.append((name, outcome))
@@ -295,21 +295,21 @@ class Board:
                         skipped.append({"source": name, "name": launch_id, "detail": detail})
                         continue
                     entries[launch_id] = _entry(judged, old.get(launch_id), mono, manifest)
-        self._generation += 1
-        snapshot = Snapshot(
-            entries,
-            tuple(skipped),
-            tuple(truncated),
-            tuple(sources),
-            self._clock(),
-            time.monotonic(),
-            time.perf_counter() - started,
-            self._generation,
-            mono,
-            tuple(derivations),
-        )
-        if self._publish is not None:
-            self._publish(snapshot)
+            self._generation += 1
+            snapshot = Snapshot(
+                entries,
+                tuple(skipped),
+                tuple(truncated),
+                tuple(sources),
+                self._clock(),
+                time.monotonic(),
+                time.perf_counter() - started,
+                self._generation,
+                mono,
+                tuple(derivations),
+            )
+            if self._publish is not None:
+                self._publish(snapshot)
         self._snapshot = snapshot  # one reference swap: readers see the old or the new
         return snapshot
 

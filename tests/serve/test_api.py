@@ -936,12 +936,12 @@ def test_a_part_is_judged_with_the_collector_paused_and_left_as_found(
     assert seen == [(False, ((), None), {"names": (n,)}) for n in ("a", "boom")]
 
 
-def test_a_refresh_builds_its_entries_with_the_collector_paused_and_leaves_it_as_found(
+def test_a_refresh_builds_and_publishes_with_the_collector_paused_and_leaves_it_as_found(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A refresh builds each launch's entry (its documents, a few dicts a slot) with the
-    cyclic collector paused, and leaves the collector as it found it, also when building
-    an entry raised; the launches' judging and the publishing run as found."""
+    """A refresh builds each launch's entry (its documents, a few dicts a slot) and
+    publishes the snapshot (the metrics and page rendered) with the cyclic collector
+    paused, and leaves the collector as it found it, also when building an entry raised."""
     import gc
 
     from ecpa.serve import board as board_module
@@ -968,7 +968,7 @@ def test_a_refresh_builds_its_entries_with_the_collector_paused_and_leaves_it_as
             seen.clear()
             board.refresh()
             assert gc.isenabled() is enabled
-            assert seen == [("entry", False), ("entry", False), ("publish", enabled)]
+            assert seen == [("entry", False), ("entry", False), ("publish", False)]
             monkeypatch.setenv("ECPA_TEST_ENTRY_FAILS", "1")
             with pytest.raises(RuntimeError, match="as a test says"):
                 board.refresh()
