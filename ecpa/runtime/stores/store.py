@@ -183,10 +183,13 @@ class EvidenceStore:
         return describe_dsn(self.dsn)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement; its rows (none for a statement that returns none), read in
-        PostgreSQL's binary format: a stored line arrives as its bytes, not as the hex text
-        the server would write and this client decode (most of a fleet verdict's bytes;
-        docs/scale.md "The fleet verdict"), each type read as in text.
+        """Run one statement (one only: it is sent as a prepared statement); its rows (none
+        for a statement that returns none), read in PostgreSQL's binary format: a stored
+        line arrives as its bytes, not as the hex text the server would write and this
+        client decode (most of a fleet verdict's bytes; docs/scale.md "The fleet verdict").
+        The types the store's tables hold (text, name, bytea, bigint, integer, boolean,
+        date, timestamptz) read as in text; others may not (a ``regclass``, ``xml``,
+        ``money`` or a row comes back as bytes): cast them to ``text`` in the statement.
 
         Raises:
             EcpaError: ``ECPA_EVIDENCE_STORE`` when the server cannot be used.
