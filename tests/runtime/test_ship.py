@@ -721,6 +721,13 @@ def test_a_launch_judged_from_the_store_reads_its_row_once(
         assert row is not None
         with pytest.raises(ValueError, match="expected the row of launch 'other'"):
             status_from_store(pg_dsn, "other", now=NOW, store=store, row=row)
+    # A launch the store does not hold (no row): skipped, saying so; the others judged.
+    found = judge_launches((), pg_dsn, now=NOW, names=("launch-gone", written.directory.name))
+    assert [j.summary.launch_id for j in found.judged] == [written.directory.name]
+    (gone,) = found.skipped
+    assert gone.name == "launch-gone"
+    assert "ECPA_EVIDENCE_STORE" in gone.detail
+    assert "found none" in gone.detail
 
 
 def test_a_readers_forged_checkpoint_harms_no_other_replica(pg_dsn: str, written: Written) -> None:
