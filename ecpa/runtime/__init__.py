@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from ecpa.runtime.host.launches import LaunchList as LaunchList
     from ecpa.runtime.host.launches import LaunchSummary as LaunchSummary
     from ecpa.runtime.host.launches import Listing as Listing
-    from ecpa.runtime.host.launches import in_part as in_part
     from ecpa.runtime.host.launches import judge_launches as judge_launches
     from ecpa.runtime.host.launches import list_launches as list_launches
     from ecpa.runtime.host.launches import list_source as list_source

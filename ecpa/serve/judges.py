@@ -1,9 +1,9 @@
 """``ecpa serve``'s judging processes (docs/serve.md): each a spawned process of its own,
 judging its part of every source's launches, listed once by the server
-(:func:`~ecpa.runtime.host.launches.in_part`: the same launches each refresh, so each
-process's memory of their keys serves again), the parts merged into one answer. A
-process that died is replaced at the next refresh; none outlives the server, even one
-SIGKILLed."""
+(:class:`~ecpa.serve.shares.Shares`: a launch stays with its process, so that process's
+memory of its keys and records serves again; a new one goes where the work is least),
+the parts merged into one answer. A process that died is replaced at the next refresh;
+none outlives the server, even one SIGKILLed."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ from typing import Any
 from ecpa.errors import invalid_input
 from ecpa.runtime import (
     JudgedList,
-    in_part,
     judge_launches,
     list_source,
     merge_parts,
     remember_records,
 )
+from ecpa.serve.shares import Shares
 
 __all__ = ["MAX_JUDGES", "Judges"]
 
@@ -47,6 +47,8 @@ class Judges:
         self._pools: list[ProcessPoolExecutor | None] = [None] * count
         self._lock = threading.Lock()
         self._stopped = False
+        #: Each source's launches shared among the processes (by the source's name).
+        self._shares: dict[str, Shares] = {}
 
     def __len__(self) -> int:
         return len(self._pools)
@@ -77,10 +79,11 @@ class Judges:
             raise invalid_input("expected one source to judge: a directory or a store")
         listing = list_source(dirs[0] if dirs else None, dsn, limit=limit)
         parts = len(self._pools)
+        with self._lock:
+            shares = self._shares.setdefault(str(dirs[0]) if dirs else f"db:{dsn}", Shares(parts))
         futures: list[tuple[int, Future[bytes]]] = []
         broken: list[int] = []
-        for index in range(parts):
-            mine = [name for name in listing.names if in_part(name, (index, parts))]
+        for index, mine in enumerate(shares.split(listing.names)):
             try:
                 future = self._pool(index).submit(
                     _judged_bytes,
@@ -114,7 +117,9 @@ class Judges:
             raise BrokenProcessPool(f"judging process(es) {sorted(broken)} of {parts} died")
         if failure is not None:
             raise failure
-        return merge_parts(listing, answers)
+        merged = merge_parts(listing, answers)
+        shares.judged((j.summary.launch_id, j.took_s) for j in merged.judged)
+        return merged
 
     def _pool(self, index: int) -> ProcessPoolExecutor:
         """Judging process ``index``'s pool, started (again) when it has none.

@@ -11,8 +11,6 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -25,7 +23,6 @@ from ecpa.errors import EcpaError, ErrorCode
 from ecpa.launcher.lifecycle import launch_dir_binding, status_document
 from ecpa.runtime import (
     EXIT_SCHEMA,
-    in_part,
     judge_launches,
     list_source,
     merge_parts,
@@ -34,6 +31,7 @@ from ecpa.runtime import (
 from ecpa.serve.board import Board
 from ecpa.serve.encoding import accepts_gzip
 from ecpa.serve.server import Listen, bind
+from ecpa.serve.shares import Shares
 from tests.serve._served import (
     Served,
     launch_id,
@@ -735,18 +733,30 @@ def test_judging_apart_gives_the_same_verdicts_and_stops_with_the_board(tmp_path
 
 
 @pytest.mark.e2e
-def test_two_judging_processes_each_judge_their_part_to_one_answer(tmp_path: Path) -> None:
+def test_two_judging_processes_each_judge_their_part_to_one_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``judges=2``: each process judges the launches of its part, the same ones each
-    refresh; the listing, every document and what was skipped are those of one judge."""
+    refresh; the listing, every document and what was skipped are those of one judge; the
+    time each launch's judging took is what shares the next refresh's new launches."""
+    from ecpa.serve import judges as judges_module
+
+    seen: list[list[tuple[str, float]]] = []
+
+    class Watched(Shares):
+        def judged(self, took: Any) -> None:
+            seen.append(list(took))
+            super().judged(seen[-1])
+
+    monkeypatch.setattr(judges_module, "Shares", Watched)
     runs = tmp_path / "runs"
     written = write_runs(runs, 6)
     (runs / "not-a-launch").mkdir()
-    for broken in _broken_in_each_part(2):
-        (runs / broken).mkdir()  # a launch directory without its files, in each part
-    parts = [
-        [w.directory.name for w in written if in_part(w.directory.name, (i, 2))] for i in (0, 1)
-    ]
-    assert all(parts), parts  # both parts hold launches: both processes judge
+    for broken in _BROKEN:
+        (runs / broken).mkdir()  # launch directories without their files, one in each part
+    parts = Shares(2).split(list_source(runs, None, limit=100).names)  # as the judges split
+    assert [sum(n in _BROKEN for n in part) for part in parts] == [1, 1], parts
+    assert all(len(part) == 4 for part in parts), parts  # both processes judge launches
     with served(sources_of(runs, written), apart=True) as one:
         alone = one.get_json("/v1/launches")
         documents = {
@@ -758,12 +768,15 @@ def test_two_judging_processes_each_judge_their_part_to_one_answer(tmp_path: Pat
         assert len(workers) == 2
         srv.board.refresh()
         assert multiprocessing.active_children() == workers  # the same two, kept
+        assert len(seen) == 3  # a refresh each (the first by the one judge above), with times
+        assert all(sorted(n for n, _ in took) == sorted(documents) for took in seen)
+        assert all(t > 0 for took in seen for _, t in took)
         for name, doc in documents.items():
             assert _timeless(srv.get_json(f"/v1/launches/{name}")) == _timeless(doc), name
     assert not any(worker.is_alive() for worker in workers)
     assert _listed(together) == _listed(alone)
     assert together["skipped"] == alone["skipped"]
-    assert {"not-a-launch", *_broken_in_each_part(2)} <= {s["name"] for s in together["skipped"]}
+    assert {"not-a-launch", *_BROKEN} <= {s["name"] for s in together["skipped"]}
     with pytest.raises(ValueError, match="one judge"):
         Board(sources_of(runs, written), judges=2)
 
@@ -784,14 +797,9 @@ def _timeless(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _broken_in_each_part(parts: int) -> list[str]:
-    """A launch name in each of ``parts`` parts (for directories without their files)."""
-    found: dict[int, str] = {}
-    for n in range(0xF000, 0xF100):
-        name = f"launch-{n:016x}"
-        index = next(i for i in range(parts) if in_part(name, (i, parts)))
-        found.setdefault(index, name)
-    return [found[i] for i in range(parts)]
+#: Launch directories without their files, one in each of two parts (the listing is in name
+#: order, and new launches of equal work alternate between the parts).
+_BROKEN = ("launch-ffffffffffffff00", "launch-ffffffffffffff01")
 
 
 @pytest.mark.parametrize("limit", [100, 4])
@@ -802,17 +810,14 @@ def test_parts_judged_apart_merge_to_what_one_call_gives(tmp_path: Path, limit: 
     runs = tmp_path / "runs"
     written = write_runs(runs, 5)
     (runs / "not-a-launch").mkdir()
-    for broken in _broken_in_each_part(3):
+    for broken in ("launch-ffffffffffffff00", "launch-ffffffffffffff01", "launch-ffffffffffffff02"):
         (runs / broken).mkdir()
     now = int(time.time())
     where = {"now": now, "proc_root": written[0].proc_root, "host": HOST}
     one = judge_launches([runs], limit=limit, **where)
     listing = list_source(runs, None, limit=limit)
     answers = [
-        judge_launches(
-            [runs], names=[n for n in listing.names if in_part(n, (i, 3))], limit=limit, **where
-        )
-        for i in range(3)
+        judge_launches([runs], names=listing.names[i::3], limit=limit, **where) for i in range(3)
     ]
     merged = merge_parts(listing, answers)
     assert [j.summary for j in merged.judged] == [j.summary for j in one.judged]
@@ -825,27 +830,6 @@ def test_parts_judged_apart_merge_to_what_one_call_gives(tmp_path: Path, limit: 
         judge_launches([runs, runs], names=[], **where)
     with pytest.raises(EcpaError, match="launch name"):
         judge_launches([runs], names=["../elsewhere"], **where)
-
-
-def test_a_part_is_one_of_n_and_stays_so() -> None:
-    """Each launch in exactly one part, and in the same part in another process (a judging
-    process is spawned: a hash seeded per process would move launches between them)."""
-    names = [f"launch-{i:016x}" for i in range(200)]
-    for parts in (1, 2, 3, 7):
-        found = [[n for n in names if in_part(n, (i, parts))] for i in range(parts)]
-        assert sorted(n for part in found for n in part) == names  # each in exactly one
-        assert all(found), (parts, [len(p) for p in found])
-    code = (
-        "from ecpa.runtime import in_part\n"
-        f"names = {names!r}\n"
-        "print([[n for n in names if in_part(n, (i, 7))] for i in range(7)])"
-    )
-    elsewhere = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert elsewhere.stdout.strip() == repr(found)
-    with pytest.raises(EcpaError, match="0 <= i < n"):
-        in_part(names[0], (2, 2))
 
 
 @pytest.mark.e2e

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,6 @@ __all__ = [
     "LaunchSummary",
     "Listing",
     "Skipped",
-    "in_part",
     "judge_launches",
     "list_launches",
     "list_source",
@@ -352,19 +350,6 @@ def judge_launches(
         skipped += failed
         notes += listing.notes
     return JudgedList(tuple(judged), tuple(skipped), tuple(notes))
-
-
-def in_part(launch_id: str, part: tuple[int, int]) -> bool:
-    """Whether launch ``launch_id`` is in part ``i`` of ``n`` (``part``): by the CRC-32 of
-    its name, so a launch stays in its part from one call to the next, whatever the others.
-
-    Raises:
-        EcpaError: ``ECPA_INVALID_INPUT`` for a ``part`` that is not ``(i, n)``, ``0 <= i < n``.
-    """
-    index, parts = part
-    if not 0 <= index < parts:
-        raise invalid_input(f"expected a part (i, n) with 0 <= i < n, found {part}")
-    return parts == 1 or zlib.crc32(launch_id.encode()) % parts == index
 
 
 def merge_parts(listing: Listing, lists: Sequence[JudgedList]) -> JudgedList:
