@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,14 @@ _CONFIG: list[str] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     del config
+    # A shell starts a background job (``bash .ci/run &``) with SIGINT and SIGQUIT ignored
+    # (POSIX, without job control), and every process the tests start would inherit that:
+    # ``ecpa run`` leaves a signal ignored at its start ignored, by design, so the tests of
+    # its forwarding would fail. The tests start their processes as a terminal would.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     from bench.launchdir import manager_entry
     from ecpa.profile.keys import SigningKey
 

@@ -50,6 +50,14 @@ def exit_doc(directory: Path) -> dict[str, object]:
     return doc
 
 
+def test_the_tests_start_ecpa_run_with_the_stop_signals_it_forwards_not_ignored() -> None:
+    """The forwarding tests mean something only if ``ecpa run`` starts with the signals it
+    forwards not ignored (it leaves ignored ones ignored): a shell's background job (``bash
+    .ci/run &``) starts with SIGINT and SIGQUIT ignored, which tests/conftest.py undoes."""
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    assert signal.getsignal(signal.SIGQUIT) is not signal.SIG_IGN
+
+
 def test_sigquit_is_forwarded_like_the_others(tmp_path: Path, launches: Launches) -> None:
     """SIGQUIT is passed on to the command like SIGINT, SIGTERM and SIGHUP (docs/runtime.md
     "A launch (0.2)"): the child gets it, and `ecpa run` exits with the child's own status
