@@ -179,17 +179,8 @@ def _rounds(
 
 
 def ingest_row(dsn: str, tmp: Path, rounds: int, slots: int, records: int) -> Row:
-    launches = [
-        write_launch(
-            tmp / f"s{slots}" / f"l{i}",
-            slots=slots,
-            records=records,
-            now=NOW,
-            launch_id=f"launch-fleet{i:04d}",
-            challenge=secrets.token_urlsafe(32),  # each launch its own, as ecpa run makes
-        )
-        for i in range(SHIPPERS)
-    ]
+    names = [f"launch-fleet{i:04d}" for i in range(SHIPPERS)]
+    launches = write_fleet(tmp / f"s{slots}", names, slots, records, now=NOW, interval=1)
     base_t: list[float] = []
     ours_t: list[float] = []
     counts = set()
@@ -245,6 +236,32 @@ def _from_files(launches: list[Written]) -> list[bool]:
     ]
 
 
+def write_fleet(
+    root: Path, names: list[str], slots: int, records: int, *, now: int, interval: int
+) -> list[Written]:
+    """A launch of ``slots`` processes, ``records`` each ``interval`` s apart up to ``now``,
+    for each of ``names`` (its launch id), in ``root``; each with a challenge of its own, as
+    ``ecpa run`` makes them (so its own nonces)."""
+    return [
+        write_launch(
+            root / f"l{i}",
+            slots=slots,
+            records=records,
+            now=now,
+            interval=interval,
+            launch_id=name,
+            challenge=secrets.token_urlsafe(32),
+        )
+        for i, name in enumerate(names)
+    ]
+
+
+def ship_fleet(ship: Any, where: str, launches: list[Written]) -> None:
+    """Every launch shipped into the store at ``where`` by ``ship``, :data:`SHIPPERS` at once."""
+    for start in range(0, len(launches), SHIPPERS):
+        _all_at_once(ship, where, launches[start : start + SHIPPERS])
+
+
 def verdict_rows(
     dsn: str, tmp: Path, rounds: int, count: int, slots: int, records: int
 ) -> list[Row]:
@@ -252,24 +269,13 @@ def verdict_rows(
     warm (each log's history walked at an earlier status), against the same launches from
     their directories, warm."""
     interval = 600 // records  # ten minutes of history, whatever the number of records
-    launches = [
-        write_launch(
-            tmp / "verdict" / f"l{i}",
-            slots=slots,
-            records=records,
-            now=NOW,
-            interval=interval,
-            launch_id=f"launch-v{i:04d}",
-            challenge=secrets.token_urlsafe(32),
-        )
-        for i in range(count)
-    ]
+    names = [f"launch-v{i:04d}" for i in range(count)]
+    launches = write_fleet(tmp / "verdict", names, slots, records, now=NOW, interval=interval)
     made: list[str] = []
     try:
         where = _fresh_schema(dsn, made)
         EvidenceStore(where).close()
-        for start in range(0, count, SHIPPERS):
-            _all_at_once(_ship, where, launches[start : start + SHIPPERS])
+        ship_fleet(_ship, where, launches)
         ids = [w.directory.name for w in launches]
         began = time.perf_counter()
         first = _verdicts(where, ids)  # cold: each history walked, the checkpoints saved

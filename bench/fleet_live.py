@@ -12,7 +12,7 @@ import secrets
 import time
 from pathlib import Path
 
-from bench.launchdir import append_records, write_launch
+from bench.launchdir import append_records
 from bench.paired import Row, summarize
 from ecpa.runtime.model.process import PROC
 from ecpa.runtime.stores.store import EvidenceStore
@@ -29,23 +29,13 @@ def live_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int) -> Row:
     then ``rounds`` pairs of refreshes by two judging processes, warm: one after every
     process wrote a record more (shipped before the refresh, not timed), one after nothing
     new, the order alternating."""
-    from bench.fleet import SHIPPERS, _all_at_once, _drop, _fresh_schema, _ship
+    from bench.fleet import _drop, _fresh_schema, _ship, ship_fleet, write_fleet
 
     ship_live = functools.partial(_ship, by_clock=True)
 
+    names = [f"launch-{secrets.token_hex(8)}" for _ in range(count)]
     now = int(time.time())
-    launches = [
-        write_launch(
-            tmp / "live" / f"l{i}",
-            slots=slots,
-            records=3,
-            now=now,
-            interval=_INTERVAL,
-            launch_id=f"launch-{secrets.token_hex(8)}",
-            challenge=secrets.token_urlsafe(32),
-        )
-        for i in range(count)
-    ]
+    launches = write_fleet(tmp / "live", names, slots, 3, now=now, interval=_INTERVAL)
     made: list[str] = []
     team = Judges(2)
     quiet: list[float] = []
@@ -54,8 +44,7 @@ def live_row(dsn: str, tmp: Path, rounds: int, count: int, slots: int) -> Row:
     seq = 3
 
     def ship() -> None:
-        for start in range(0, count, SHIPPERS):
-            _all_at_once(ship_live, where, launches[start : start + SHIPPERS])
+        ship_fleet(ship_live, where, launches)
 
     def refresh(into: list[float]) -> None:
         began = time.perf_counter()
