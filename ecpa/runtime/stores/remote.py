@@ -95,7 +95,8 @@ def status_from_store(
                 "(`ecpa ship --launch DIR --db ...` stores it)",
             )
         where = f"launch {launch_id} in {store.where}"
-        listed = store.sources(launch_id)  # its logs and its certificates, as one listing
+        shipped = store.positions(launch_id)  # its logs and certificates, with their ends
+        listed = list(shipped)
         clock_note = Reason(ReasonCode.CLOCK, f"now: {now}, as given")
         if now is None:
             now = store.server_now()
@@ -149,7 +150,7 @@ def status_from_store(
                 skipped.append(Reason(ReasonCode.SKIPPED, text))
                 continue
             names.append(name)
-        pre = Prefetched(store, launch_id, names)
+        pre = Prefetched(store, launch_id, names, {n: p.end for n, p in shipped.items()})
         sources = [
             StoredLog(store, launch_id, n, pre.ends.get(n, 0), basis=basis, prefetched=pre)
             for n in names

@@ -316,13 +316,22 @@ class EvidenceStore:
         dev, ino, end, anchor = rows[0]
         return Position(dev, ino, end, bytes(anchor))
 
-    def positions(self, launch_id: str, sources: list[str]) -> dict[str, Position]:
-        """How far each of ``sources`` is shipped (absent: not yet), in one query."""
-        rows = self.query(
-            "SELECT source, dev, ino, end_offset, anchor FROM ecpa_ship_position"
-            " WHERE launch_id = %s AND source = ANY(%s)",
-            (launch_id, sources),
-        )
+    def positions(self, launch_id: str, sources: list[str] | None = None) -> dict[str, Position]:
+        """How far each of ``sources`` is shipped (absent: not yet), in one query; without
+        ``sources``, every log of the launch that has shipped lines, by name (the listing
+        of :meth:`sources` with each one's position)."""
+        if sources is None:
+            rows = self.query(
+                "SELECT source, dev, ino, end_offset, anchor FROM ecpa_ship_position"
+                " WHERE launch_id = %s ORDER BY source",
+                (launch_id,),
+            )
+        else:
+            rows = self.query(
+                "SELECT source, dev, ino, end_offset, anchor FROM ecpa_ship_position"
+                " WHERE launch_id = %s AND source = ANY(%s)",
+                (launch_id, sources),
+            )
         return {str(s): Position(int(d), int(i), int(e), bytes(a)) for s, d, i, e, a in rows}
 
     def ship(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from ecpa.errors import EcpaError
 from ecpa.runtime.judge import history
@@ -25,16 +25,19 @@ _PAGE = 500
 
 class Prefetched:
     """What a status reads of every log of one launch, in a few queries rather than a few
-    per log (a fleet's launch has hundreds of logs): each log's stored end, this reader's
-    checkpoints, and, in one query, each log's
+    per log (a fleet's launch has hundreds of logs): this reader's checkpoints, and, in one
+    query, each log's
     :data:`~ecpa.runtime.judge.sources.FIRST_LINES` newest lines (raw, newest first), the
     line its checkpoint is anchored to, and the first :data:`WALK_LINES` lines after its
     checkpoint (what a walk reads first: in a live fleet, all it reads). The checkpoints
     walked are saved together (:meth:`save_all`)."""
 
-    def __init__(self, store: EvidenceStore, launch_id: str, names: list[str]) -> None:
+    def __init__(
+        self, store: EvidenceStore, launch_id: str, names: list[str], ends: Mapping[str, int]
+    ) -> None:
         self.store, self.launch_id = store, launch_id
-        self.ends = {n: p.end for n, p in store.positions(launch_id, names).items()}
+        #: Each log's stored end (``ends``: read with the launch's listing; absent: nothing).
+        self.ends = {n: ends[n] for n in names if n in ends}
         #: Each log's checkpoint document as parsed (None: unreadable), when readable at all.
         self.checkpoints: dict[str, object] | None = None  # None: not readable (no right yet)
         try:
@@ -56,11 +59,10 @@ class Prefetched:
         #: The line before each log's start (when it is not the newest), by the start.
         self.before: dict[str, tuple[int, bytes]] = {}
         self.walk: dict[str, list[tuple[int, bytes]]] = {n: [] for n in names}
-        ends = [self.ends.get(n, 0) for n in names]
         rows = store.query(  # the launch's day read once; one index probe a log and a part
             _PREFETCH,
-            (names, ends, [self.starts[n] for n in names], launch_id, FIRST_LINES,
-             launch_id, launch_id, WALK_LINES),
+            (names, [self.ends.get(n, 0) for n in names], [self.starts[n] for n in names],
+             launch_id, FIRST_LINES, launch_id, launch_id, WALK_LINES),
         )  # fmt: skip
         for source, kind, offset, line in rows:
             name, item = str(source), (int(offset), bytes(line))
