@@ -320,18 +320,14 @@ class EvidenceStore:
         """How far each of ``sources`` is shipped (absent: not yet), in one query; without
         ``sources``, every log of the launch that has shipped lines, by name (the listing
         of :meth:`sources` with each one's position)."""
-        if sources is None:
-            rows = self.query(
-                "SELECT source, dev, ino, end_offset, anchor FROM ecpa_ship_position"
-                " WHERE launch_id = %s ORDER BY source",
-                (launch_id,),
-            )
-        else:
-            rows = self.query(
-                "SELECT source, dev, ino, end_offset, anchor FROM ecpa_ship_position"
-                " WHERE launch_id = %s AND source = ANY(%s)",
-                (launch_id, sources),
-            )
+        sql = (
+            "SELECT source, dev, ino, end_offset, anchor FROM ecpa_ship_position"
+            " WHERE launch_id = %s"
+        )
+        params: tuple[Any, ...] = (launch_id,)
+        if sources is not None:
+            sql, params = sql + " AND source = ANY(%s)", (launch_id, sources)
+        rows = self.query(sql + " ORDER BY source", params)
         return {str(s): Position(int(d), int(i), int(e), bytes(a)) for s, d, i, e, a in rows}
 
     def ship(
@@ -388,11 +384,7 @@ class EvidenceStore:
 
     def sources(self, launch_id: str) -> list[str]:
         """The logs of a launch that have shipped lines, by name."""
-        rows = self.query(
-            "SELECT source FROM ecpa_ship_position WHERE launch_id = %s ORDER BY source",
-            (launch_id,),
-        )
-        return [str(r[0]) for r in rows]
+        return list(self.positions(launch_id))
 
     def close(self) -> None:
         """Close the connection."""
