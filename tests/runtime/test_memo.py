@@ -16,12 +16,13 @@ from bench.launchdir import Written, manager_entry, write_launch
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.profile.keys import SigningKey
 from ecpa.profile.trust import TrustStore
-from ecpa.runtime.judge import certified
+from ecpa.runtime.judge import certified, history
 from ecpa.runtime.judge.certified import LaunchKeys, launch_keys, launch_trust_store
 from ecpa.runtime.judge.memo import Memo, forget
 from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE
 from ecpa.runtime.model.evidence import Evidence, parse_record, record_line
-from ecpa.runtime.model.launch import launch_from_bytes
+from ecpa.runtime.model.launch import ExpectedLaunch, launch_from_bytes
+from ecpa.runtime.stores import remote
 from tests.support import codes
 
 NOW = 1_800_000_000
@@ -215,3 +216,63 @@ def test_a_stores_content_changes_with_each_field_a_judgement_reads(w: Written) 
             other = {**inputs, role: store}
             assert _same(launch_keys(**other), _afresh(other)), (field, role)
             launch_keys(**inputs)
+
+
+def test_a_trust_basis_is_computed_once_per_store(
+    w: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest a checkpoint records of the keys it was walked under: for the store a
+    launch's keys judged (the same object while remembered), computed once, and the same
+    for a store of the same content; another content, another digest."""
+    store = launch_keys(**_inputs(w)).store
+    first = history.trust_basis(store)  # (remembered from here on)
+    real = TrustStore.to_dict
+    calls: list[TrustStore] = []
+
+    def counted(self: TrustStore) -> dict[str, Any]:
+        calls.append(self)
+        return real(self)
+
+    monkeypatch.setattr(TrustStore, "to_dict", counted)
+    assert history.trust_basis(store) == first
+    assert calls == []
+    twin = TrustStore.from_dict(real(store))
+    assert history.trust_basis(twin) == first
+    assert calls == [twin]
+    doc = real(store)
+    doc["keys"][0]["enabled"] = not doc["keys"][0]["enabled"]
+    assert history.trust_basis(TrustStore.from_dict(doc)) != first
+    forget()
+    assert history.trust_basis(store) == first
+    assert calls[-1] is store
+
+
+def test_a_stored_launch_file_is_parsed_once_per_bytes(
+    w: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launch judged from the store again and again parses its ``launch.json`` once while
+    remembered: the same bytes give the very launch parsed before, other bytes their own,
+    and bad bytes are refused each time (never remembered)."""
+    data = (w.directory / "launch.json").read_bytes()
+    first = remote._expected(data, "launch x")
+    parsed: list[bytes] = []
+    real = remote.launch_from_bytes
+
+    def counted(blob: bytes, what: str) -> ExpectedLaunch:
+        parsed.append(blob)
+        return real(blob, what)
+
+    monkeypatch.setattr(remote, "launch_from_bytes", counted)
+    assert remote._expected(bytes(data), "launch x") is first
+    assert parsed == []
+    other = remote._expected(data + b"\n", "launch x")
+    assert other is not first
+    assert other == first
+    assert len(parsed) == 1
+    for _ in range(2):
+        with pytest.raises(EcpaError) as caught:
+            remote._expected(b"{", "launch x")
+        assert caught.value.code is ErrorCode.INVALID_INPUT
+    assert len(parsed) == 3
+    forget()
+    assert remote._expected(data, "launch x") is not first

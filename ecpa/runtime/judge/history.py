@@ -29,7 +29,9 @@ from typing import Any, BinaryIO
 
 from ecpa._files import write_file
 from ecpa.profile.trust import TrustStore
+from ecpa.runtime.judge.certified import MEMO_KEYS
 from ecpa.runtime.judge.context import HISTORY_BUDGET_S  # with the judgement it bounds
+from ecpa.runtime.judge.memo import Memo, Same
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine, read_log
 
@@ -54,10 +56,21 @@ _ANCHOR_BYTES = 4096
 _MAX_CHECKPOINT = 1 << 20
 
 
+#: Each trust store's basis by the store itself (:class:`~ecpa.runtime.judge.memo.Same`: a
+#: store is never changed once built, and a launch's keys, remembered, give the same store
+#: every refresh), weighing as many as its keys.
+_BASES: Memo[Same, str] = Memo("trust bases", MEMO_KEYS)
+
+
 def trust_basis(store: TrustStore) -> str:
-    """A digest of the keys ``store`` trusts, as a checkpoint records them."""
-    doc = json.dumps(store.to_dict(), sort_keys=True, separators=(",", ":"))
-    return "keys:" + hashlib.sha256(doc.encode()).hexdigest()
+    """A digest of the keys ``store`` trusts, as a checkpoint records them (computed once a
+    store while remembered: the JSON of a fleet launch's hundred keys, each refresh)."""
+    key = Same(store)
+    found = _BASES.get(key)
+    if found is None:
+        doc = json.dumps(store.to_dict(), sort_keys=True, separators=(",", ":"))
+        found = _BASES.put(key, "keys:" + hashlib.sha256(doc.encode()).hexdigest(), len(store))
+    return found
 
 
 def checkpoint_name(log: str) -> str:

@@ -21,16 +21,17 @@ from pathlib import Path
 
 from ecpa.errors import EcpaError, ErrorCode
 from ecpa.runtime.judge import history
-from ecpa.runtime.judge.certified import launch_keys, launch_trust_store
+from ecpa.runtime.judge.certified import MEMO_KEYS, launch_keys, launch_trust_store
 from ecpa.runtime.judge.context import HISTORY_BUDGET_S, Judgement
 from ecpa.runtime.judge.derive import verdict_launch
+from ecpa.runtime.judge.memo import Memo
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.sources import FUTURE_GRACE_S, judge_sources
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.enroll import LOG_NAME
 from ecpa.runtime.model.enrollment import ENROLLMENTS_FILE, MAX_ENROLLMENTS_BYTES
 from ecpa.runtime.model.host_journal import JOURNAL_SOURCE
-from ecpa.runtime.model.launch import ended_from_bytes, launch_from_bytes
+from ecpa.runtime.model.launch import ExpectedLaunch, ended_from_bytes, launch_from_bytes
 from ecpa.runtime.model.process import Liveness, ProcessIdentity
 from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
 from ecpa.runtime.stores.replay import ReplayDb, open_fence
@@ -101,7 +102,7 @@ def status_from_store(
         if now is None:
             now = store.server_now()
             clock_note = Reason(ReasonCode.CLOCK, f"now: {now}, the database server's clock")
-        expected = launch_from_bytes(row.launch_doc, where)
+        expected = _expected(row.launch_doc, where)
         if expected.launch_id != launch_id:  # another launch's files under this id
             raise EcpaError(
                 ErrorCode.EVIDENCE_STORE,
@@ -197,6 +198,23 @@ def status_from_store(
         return status
     ended = Reason(ReasonCode.LAUNCH_ENDED, ended_from_bytes(row.exit_doc))
     return replace(status, effective=False, reasons=(ended, *status.reasons))
+
+
+#: Each stored ``launch.json`` as parsed, by its bytes and where it is (an
+#: :class:`~ecpa.runtime.model.launch.ExpectedLaunch` is frozen), weighing as many as its
+#: slots: a judging process of ``ecpa serve`` judges the same launches every refresh.
+_LAUNCHES: Memo[tuple[bytes, str], ExpectedLaunch] = Memo("launch files", MEMO_KEYS)
+
+
+def _expected(data: bytes, where: str) -> ExpectedLaunch:
+    """:func:`~ecpa.runtime.model.launch.launch_from_bytes` of ``data``, once for the same
+    bytes while remembered (an error is raised each time, never remembered)."""
+    key = (data, where)
+    found = _LAUNCHES.get(key)
+    if found is None:
+        found = launch_from_bytes(data, where)
+        found = _LAUNCHES.put(key, found, len(found.slots))
+    return found
 
 
 def stored_certificates(
