@@ -20,12 +20,15 @@ raises the first failure; sequence order and replay are the stream's business
 A record that passed them all is remembered (:data:`VERIFIED`) by its exact bytes, its log
 and everything of the judgement these checks read but the clock; checked again, only the
 checks that read the clock run (:func:`~ecpa.profile.verify.check_clock`): the answer is
-the same, its signature and parsing are not paid twice.
+the same, its signature and parsing are not paid twice. A line read whole
+(:func:`check_line`, a log's newest lines) is remembered by its exact bytes as well, and
+not even parsed again.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ecpa.errors import EcpaError, ErrorCode
@@ -37,11 +40,18 @@ from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.judge.memo import Memo, Same
 from ecpa.runtime.model.counters import Counters, parse_counters
 from ecpa.runtime.model.enroll import kid_for, log_name, nonce_for
-from ecpa.runtime.model.evidence import Evidence, evidence_digest
+from ecpa.runtime.model.evidence import Evidence, evidence_digest, parse_record
 from ecpa.runtime.model.launch import ExpectedLaunch, Slot
 from ecpa.runtime.model.process import ProcessIdentity
 
-__all__ = ["RECORDS_REMEMBERED", "VERIFIED", "Accepted", "check_record", "remember_records"]
+__all__ = [
+    "RECORDS_REMEMBERED",
+    "VERIFIED",
+    "Accepted",
+    "check_line",
+    "check_record",
+    "remember_records",
+]
 
 
 def _invalid(detail: str) -> EcpaError:
@@ -189,9 +199,32 @@ def check_record(
     Raises:
         EcpaError: the code of the first check that failed.
     """
+    return _checked(_exact(evidence), lambda: evidence, judgement, file_kid)
+
+
+def check_line(line: bytes, judgement: Judgement, *, file_kid: str | None = None) -> Accepted:
+    """:func:`check_record` of the record in ``line`` (:func:`parse_record`): the same answer,
+    or the same error. A line that passed is remembered by its exact bytes as well (their
+    parse is a pure function of them): seen again, it is neither parsed nor named by its
+    parts, only the checks that read the clock run. A log's newest line, judged again every
+    refresh of ``ecpa serve``, is read this way.
+
+    Raises:
+        EcpaError: as :func:`parse_record`, then as :func:`check_record`.
+    """
+    return _checked(("line", hashlib.sha256(line).digest()), lambda: parse_record(line),
+                    judgement, file_kid)  # fmt: skip
+
+
+def _checked(
+    name: object, evidence_of: Callable[[], Evidence], judgement: Judgement, file_kid: str | None
+) -> Accepted:
+    """The record named ``name`` (:func:`_exact` of its parts, or ``("line", SHA-256)`` of
+    the line it was parsed from: never equal to each other), checked; ``evidence_of`` gives
+    it when it is not remembered."""
     expected = judgement.expected
     key = (
-        _exact(evidence),
+        name,
         file_kid,
         Same(judgement.trust_store),  # never changed; its content is judged by launch_keys
         expected.plan_id,
@@ -208,6 +241,13 @@ def check_record(
     if found is not None:
         rec, trusted = found
         check_clock(rec.statement, trusted, judgement.now, judgement.policy)
+        return rec
+    evidence = evidence_of()
+    if isinstance(name, tuple):  # a line's: checked as its parts are (remembered by them too)
+        rec = check_record(evidence, judgement, file_kid=file_kid)
+        parts = VERIFIED.get((_exact(evidence), *key[1:]))
+        if parts is not None:  # (just remembered by its parts: kept by its line too)
+            VERIFIED.put(key, parts)
         return rec
     verified = verify(
         evidence.payload,

@@ -33,10 +33,10 @@ from ecpa.runtime.judge import history
 from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.judge.derive import FUTURE_GRACE_S, Paused, just_ahead, walk
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.judge.records import Accepted, check_record
+from ecpa.runtime.judge.records import Accepted, check_line
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.enroll import kid_of_log, parse_kid
-from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, Evidence, LogLine, is_json, parse_record
+from ecpa.runtime.model.evidence import MAX_RECORD_LENGTH, LogLine, is_json, parse_record
 
 __all__ = [
     "FIRST_LINES",
@@ -109,7 +109,7 @@ class TailDecision:
 
 def decide(
     lines: list[tuple[int, bytes]],
-    check: Callable[[Evidence], Accepted],
+    check: Callable[[bytes], Accepted],
     *,
     history_offset: int,
     history_last_seq: int | None,
@@ -127,16 +127,15 @@ def decide(
     expired = 0
     for offset, line in lines:
         result.scanned += 1
-        evidence = None
         try:
-            evidence = parse_record(line)
-            rec = check(evidence)
+            rec = check(line)
             _in_order(rec.seq, offset, history_offset, history_last_seq)
         except EcpaError as exc:
             if exc.code is ErrorCode.REPLAY_STORE:
                 raise
             result.refused.append((offset, exc))
-            if now is not None and just_ahead(evidence, exc, now):
+            ahead = exc.code is ErrorCode.NOT_YET_VALID  # (the line parsed only then)
+            if now is not None and ahead and just_ahead(_parsed(line), exc, now):
                 result.later.add(offset)
             expired = expired + 1 if exc.code is ErrorCode.EXPIRED else 0
             if expired >= MAX_EXPIRED_RUN:
@@ -145,6 +144,14 @@ def decide(
         result.newest, result.offset = rec, offset
         break
     return result
+
+
+def _parsed(line: bytes) -> object:
+    """The record in ``line``, or None when it has none (for :func:`just_ahead`)."""
+    try:
+        return parse_record(line)
+    except EcpaError:
+        return None
 
 
 def _in_order(seq: int, offset: int, history_offset: int, last: int | None) -> None:
@@ -237,7 +244,7 @@ def _fall_back(
     source: LogSource,
     ck: history.Checkpoint,
     complete: bool,
-    check: Callable[[Evidence], Accepted],
+    check: Callable[[bytes], Accepted],
     merged: Stream,
 ) -> None:
     """The log's end holds no acceptable record, yet records were accepted before: the
@@ -248,7 +255,7 @@ def _fall_back(
     line = None if not complete or offset is None else source.line_at(offset)
     if line is not None:
         try:
-            rec = check(parse_record(line))
+            rec = check(line)
         except EcpaError as exc:
             if exc.code is ErrorCode.REPLAY_STORE:
                 raise
@@ -302,8 +309,8 @@ def judge_sources(
         name = source.name
         kid = kid_of_log(name)
 
-        def check(evidence: Evidence, kid: str = kid) -> Accepted:
-            rec = check_record(evidence, judgement, file_kid=kid)
+        def check(line: bytes, kid: str = kid) -> Accepted:
+            rec = check_line(line, judgement, file_kid=kid)
             st = rec.statement
             record_nonce(
                 fence, st.challenge_nonce, expires_at=st.expires_at, fingerprint=rec.fingerprint

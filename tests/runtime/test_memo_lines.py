@@ -1,0 +1,115 @@
+"""A log's line checked again (``ecpa.runtime.judge.records.check_line``): remembered by
+its exact bytes as well as by its record's parts, it is not parsed again, and the answer is
+always the one :func:`check_record` of the parsed line gives with nothing remembered: the
+clock is read again, and any other bytes are another record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.launchdir import Written, write_launch
+from ecpa.errors import EcpaError, ErrorCode
+from ecpa.profile.verify import Policy
+from ecpa.runtime.judge import records
+from ecpa.runtime.judge.context import Judgement
+from ecpa.runtime.judge.memo import forget
+from ecpa.runtime.judge.records import VERIFIED, Accepted, check_line, check_record
+from ecpa.runtime.model.enroll import kid_of_log
+from ecpa.runtime.model.evidence import parse_record
+from tests.runtime.test_memo_records import NOW, _judgement
+
+
+@pytest.fixture
+def w(tmp_path: Path) -> Written:
+    return write_launch(tmp_path, slots=2, records=3, now=NOW)
+
+
+def _line(w: Written) -> tuple[bytes, str]:
+    """The newest line of the first log, and the key id its file is named after."""
+    log = sorted((w.directory / "evidence").rglob("*.jsonl"))[0]
+    kid = kid_of_log(log.name)
+    assert kid is not None
+    return [x for x in log.read_bytes().splitlines() if x.strip()][-1], kid
+
+
+def _outcome(check: Any, judgement: Judgement, kid: str) -> Any:
+    try:
+        rec = check(judgement, kid)
+    except EcpaError as exc:
+        return exc.code
+    return (rec.statement, rec.seq, rec.identity, rec.slot, rec.fingerprint, rec.counters)
+
+
+def test_a_line_checked_again_is_parsed_once(w: Written, monkeypatch: pytest.MonkeyPatch) -> None:
+    judgement = _judgement(w)
+    line, kid = _line(w)
+    parsed: list[bytes] = []
+    real = records.parse_record
+
+    def counted(data: bytes) -> Any:
+        parsed.append(data)
+        return real(data)
+
+    monkeypatch.setattr(records, "parse_record", counted)
+    first = check_line(line, judgement, file_kid=kid)
+    assert parsed == [line]
+    assert check_line(bytes(line), judgement, file_kid=kid) is first
+    assert parsed == [line]
+    # the same record by its parts: the answer remembered when the line was checked
+    assert check_record(real(line), judgement, file_kid=kid) is first
+    forget()
+    assert check_line(line, judgement, file_kid=kid) is not first
+    assert len(parsed) == 2
+
+
+@pytest.mark.parametrize("offset", [-(10**6), -301, -61, -1, 0, 1, 61, 299, 301, 10**9])
+@pytest.mark.parametrize("policy", [Policy(), Policy(clock_skew=30), Policy(max_ttl=10)])
+def test_a_line_checked_again_reads_the_clock_again(
+    w: Written, offset: int, policy: Policy
+) -> None:
+    """Accepted at NOW, then checked at another time and policy: what a check of the parsed
+    line with nothing remembered says then."""
+    line, kid = _line(w)
+    warm = _judgement(w)
+    later = Judgement(warm.trust_store, warm.expected, NOW + offset, policy=policy)
+    forget()
+    assert isinstance(check_line(line, warm, file_kid=kid), Accepted)
+    remembered = _outcome(lambda j, k: check_line(line, j, file_kid=k), later, kid)
+    forget()
+    afresh = _outcome(lambda j, k: check_record(parse_record(line), j, file_kid=k), later, kid)
+    assert remembered == afresh
+    if offset == 0 and policy == Policy():
+        assert not isinstance(afresh, ErrorCode), afresh
+    if abs(offset) >= 10**6:
+        assert isinstance(afresh, ErrorCode), afresh
+
+
+def test_other_bytes_are_another_line_and_a_bad_line_is_refused_each_time(w: Written) -> None:
+    judgement = _judgement(w)
+    line, kid = _line(w)
+    forget()
+    check_line(line, judgement, file_kid=kid)
+    held = len(VERIFIED)
+    assert held == 2  # by its parts and by its line
+    spaced = line[:1] + b" " + line[1:]  # the same record, other bytes: parsed strictly
+    assert check_line(spaced, judgement, file_kid=kid).fingerprint == (
+        check_line(line, judgement, file_kid=kid).fingerprint
+    )
+    assert len(VERIFIED) == held + 1  # its own line's name, the same record's parts
+    tampered = line.replace(b'"payload_b64":"', b'"payload_b64":"A')
+    for bad in (b"{", line[:-2], tampered, b"[]", b" " * 10):
+        before = len(VERIFIED)
+        afresh = _outcome(lambda j, k, bad=bad: check_record(parse_record(bad), j, file_kid=k),
+                          judgement, kid)  # fmt: skip
+        assert isinstance(afresh, ErrorCode), bad
+        for _ in range(2):
+            with pytest.raises(EcpaError) as caught:
+                check_line(bad, judgement, file_kid=kid)
+            assert caught.value.code is afresh
+        assert len(VERIFIED) == before
+    assert len(VERIFIED) == held + 1
+    with pytest.raises(EcpaError):  # read from another log: refused, as by its parts
+        check_line(line, judgement, file_kid=kid + "x")
