@@ -435,3 +435,57 @@ def test_the_store_reads_its_rows_in_binary_and_its_types_as_in_text(pg_dsn: str
         "timestamp with time zone",
     }
     assert {str(t) for (t,) in types} <= read_as_in_text, types
+
+
+def test_a_parts_launches_rows_are_read_a_few_at_once(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store's launches judged (``ecpa serve --db``'s judging processes, ``ecpa launches
+    --db``) read their rows in one query for every ``_ROWS_AT_ONCE`` launches, not one a
+    launch; each launch is judged from its own row, and a launch not stored is skipped."""
+    from ecpa.runtime.host import launches as module
+    from ecpa.runtime.host.launches import judge_launches
+    from tests.runtime.test_ship import _counting
+
+    fleet = _fleet_of(pg_dsn, tmp_path, 5, now=NOW)
+    names = ("launch-f0", "launch-gone", "launch-f1", "launch-f2", "launch-f3", "launch-f4")
+    monkeypatch.setattr(module, "_ROWS_AT_ONCE", 4)
+    sent: list[str] = []
+    monkeypatch.setattr(EvidenceStore, "query", _counting(sent))
+    found = judge_launches((), pg_dsn, now=NOW, names=names)
+    monkeypatch.undo()
+    rows = [q for q in sent if "launch_doc" in q and "FROM ecpa_launch" in q]
+    assert len(rows) == 3, rows  # 4 ids, then 2; and the launch not found, asked for alone
+    assert [j.summary.launch_id for j in found.judged] == [w.directory.name for w in fleet]
+    for judged, w in zip(found.judged, fleet, strict=True):
+        assert judged.launch_doc == (w.directory / "launch.json").read_bytes()
+        assert judged.status.effective
+    assert [s.name for s in found.skipped] == ["launch-gone"]
+
+
+def test_a_launchs_start_is_read_once_per_launch_json(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Judged again (a judging process, every refresh), a launch's ``started_at`` is not
+    parsed out of its whole ``launch.json`` again; another launch.json is read afresh."""
+    from ecpa.runtime.host import launches as module
+    from ecpa.runtime.judge.memo import forget
+
+    (w,) = _fleet_of(pg_dsn, tmp_path, 1, now=NOW)
+    forget()
+    read: list[bytes] = []
+    real = module.time_member
+
+    def counted(data: bytes, name: str, what: str) -> int | None:
+        read.append(data)
+        return real(data, name, what)
+
+    monkeypatch.setattr(module, "time_member", counted)
+    first = module.judge_launches((), pg_dsn, now=NOW, names=("launch-f0",))
+    again = module.judge_launches((), pg_dsn, now=NOW, names=("launch-f0",))
+    doc = (w.directory / "launch.json").read_bytes()
+    assert read == [doc]
+    assert first.judged[0].summary.started_at == again.judged[0].summary.started_at
+    assert again.judged[0].summary.started_at == real(doc, "started_at", "launch.json")
+    assert module._started_at(doc + b" ") == again.judged[0].summary.started_at
+    assert read == [doc, doc + b" "]

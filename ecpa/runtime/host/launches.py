@@ -21,13 +21,15 @@ from typing import Any
 from ecpa._files import read_bounded
 from ecpa.errors import EcpaError, ErrorCode, invalid_input
 from ecpa.runtime.host.status import status_from_launch_dir
+from ecpa.runtime.judge.certified import MEMO_KEYS
+from ecpa.runtime.judge.memo import Memo, digest
 from ecpa.runtime.judge.reasons import ReasonCode
 from ecpa.runtime.judge.verdict import RuntimeStatus
 from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, time_member
 from ecpa.runtime.model.process import PROC
 from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
 from ecpa.runtime.stores.remote import status_from_store
-from ecpa.runtime.stores.store import EvidenceStore
+from ecpa.runtime.stores.store import EvidenceStore, LaunchRow
 
 __all__ = [
     "LAUNCH_DIR_NAME",
@@ -142,7 +144,7 @@ def _judged(
         ended,
         sum(slot.covered for slot in status.slots),
         len(status.slots),
-        time_member(launch_doc, "started_at", "launch.json"),
+        _started_at(launch_doc),
     )
     return Judged(summary, status, launch_doc, took_s)
 
@@ -251,6 +253,22 @@ def _from_dir(
     return found, skipped
 
 
+#: Launches whose rows a store's judging reads in one query (a row holds its launch.json
+#: and trust.json: tens of kB for a launch of 100 processes).
+_ROWS_AT_ONCE = 64
+#: Each ``launch.json``'s ``started_at`` by its SHA-256 (a judging process of ``ecpa serve``
+#: lists the same launches every refresh; the whole file is parsed to read it).
+_STARTED: Memo[bytes, tuple[int | None]] = Memo("launch start times", MEMO_KEYS)
+
+
+def _started_at(launch_doc: bytes) -> int | None:
+    key = digest(launch_doc)
+    found = _STARTED.get(key)
+    if found is None:
+        found = _STARTED.put(key, (time_member(launch_doc, "started_at", "launch.json"),))
+    return found[0]
+
+
 def _from_store(
     dsn: str, ids: Sequence[str], *, now: int | None, operator: OperatorTrust
 ) -> tuple[list[Judged], list[Skipped]]:
@@ -258,10 +276,14 @@ def _from_store(
         where = store.where
         found: list[Judged] = []
         skipped: list[Skipped] = []
-        for launch_id in ids:
+        rows: dict[str, LaunchRow] = {}
+        for index, launch_id in enumerate(ids):
             started = time.perf_counter()
             try:
-                row = store.launch(launch_id)  # read once: its launch.json is the one judged
+                if index % _ROWS_AT_ONCE == 0:  # the next launches' rows, in one query
+                    rows = store.launches(ids[index : index + _ROWS_AT_ONCE])
+                # Read once: its launch.json is the one judged (None: not stored, said below).
+                row = rows.get(launch_id)
                 status = status_from_store(
                     dsn,
                     launch_id,
