@@ -69,3 +69,18 @@ def test_an_older_record_has_exactly_its_schemas_members() -> None:
         parse_counters(canonicalize({**doc, "schema": COUNTERS_SCHEMA_02, "changed": 0}))
     assert caught.value.code is ErrorCode.INVALID_RECORD
     assert "without member 'changed'" in caught.value.detail  # the member of 0.3 it holds
+
+
+def test_a_records_document_is_made_once_and_is_its_to_dict() -> None:
+    """A status reports each slot's newest counters as a document: a record remembered is
+    reported again every refresh of ``ecpa serve``, from the same document, never changed
+    (a status and its slots hold it read-only); equal to the record's members, and not
+    part of what the record is (its equality, its bytes)."""
+    data = counters_record("p", WHO, Window(1, 2, 1, 1, 0, 0, 1, 2, 5, 0, 5))
+    parsed = parse_counters(data)
+    doc = parsed.document
+    assert parsed.document is doc
+    assert doc == parsed.to_dict()
+    assert doc is not parsed.to_dict()
+    assert parsed == parse_counters(data)
+    assert parsed.to_bytes() == data

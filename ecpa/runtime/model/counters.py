@@ -12,6 +12,7 @@ them. A record holds exactly its schema's members.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from ecpa.errors import EcpaError, ErrorCode
@@ -150,6 +151,12 @@ class Counters(Shaped):
             if name not in _ADDED.get(self.schema_, ()):
                 del doc[name]
         return doc
+
+    @cached_property
+    def document(self) -> dict[str, Any]:
+        """:meth:`to_dict`, made once (read only: a status and its slots report it, and a
+        remembered record is reported again every refresh of ``ecpa serve``)."""
+        return self.to_dict()
 
     def to_bytes(self) -> bytes:
         """The record as it is signed and written: its RFC 8785 form."""
