@@ -9,9 +9,12 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 
 from ecpa.errors import EcpaError
 from ecpa.runtime.judge import history
+from ecpa.runtime.judge.certified import MEMO_KEYS
+from ecpa.runtime.judge.memo import Memo
 from ecpa.runtime.judge.sources import FIRST_LINES, MAX_LINES
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import LogLine, parse_record
@@ -38,22 +41,24 @@ class Prefetched:
         self.store, self.launch_id = store, launch_id
         #: Each log's stored end (``ends``: read with the launch's listing; absent: nothing).
         self.ends = {n: ends[n] for n in names if n in ends}
-        #: Each log's checkpoint document as parsed (None: unreadable), when readable at all.
-        self.checkpoints: dict[str, object] | None = None  # None: not readable (no right yet)
+        #: Each log's checkpoint document as stored (its text), when readable at all.
+        self.checkpoints: dict[str, str] | None = None  # None: not readable (no right yet)
         try:
             rows = store.query(
                 "SELECT source, doc FROM ecpa_reader_checkpoint"
                 " WHERE reader = current_user AND launch_id = %s",
                 (launch_id,),
             )
-            self.checkpoints = {str(source): _parsed(str(doc)) for source, doc in rows}
+            self.checkpoints = {str(source): str(doc) for source, doc in rows}
         except EcpaError:
             pass
         #: Where each log's walk starts when its checkpoint holds (0 past the log's end:
         #: such a checkpoint never holds, and any offset reaches the query only in range).
         self.starts = {}
         for n in names:
-            start = _offset_of((self.checkpoints or {}).get(n))
+            doc = (self.checkpoints or {}).get(n)
+            saved = None if doc is None else _saved(doc, n)
+            start = 0 if saved is None else saved.offset
             self.starts[n] = start if start <= self.ends.get(n, 0) else 0
         self.newest: dict[str, list[tuple[int, bytes]]] = {n: [] for n in names}
         #: The line before each log's start (when it is not the newest), by the start.
@@ -121,10 +126,29 @@ def _parsed(doc: str) -> object:
         return None
 
 
-def _offset_of(doc: object) -> int:
-    """Where the checkpoint ``doc`` says its walk stopped (0: none, or not a number)."""
-    offset = doc.get("offset") if isinstance(doc, dict) else None
-    return offset if type(offset) is int and offset >= 0 else 0
+#: Each stored checkpoint as read (its document's text, its log), parsed and checked once
+#: (:func:`~ecpa.runtime.judge.history.checkpoint_from_dict`, a pure function of them):
+#: a judging process of ``ecpa serve`` reads every log's checkpoint every refresh.
+_SAVED: Memo[tuple[str, str], history.Checkpoint] = Memo("stored checkpoints", MEMO_KEYS)
+
+
+def _saved(doc: str, name: str) -> history.Checkpoint | None:
+    """The checkpoint of log ``name`` stored as ``doc``, a copy of its own (a walk goes on
+    from it), or None when it is none (never remembered: only a slower status)."""
+    key = (doc, name)
+    found = _SAVED.get(key)
+    if found is None:
+        parsed = _parsed(doc)
+        if not isinstance(parsed, dict):
+            return None
+        try:
+            found = history.checkpoint_from_dict(parsed, name)
+        except Exception:  # any unusable checkpoint is only a slower status
+            return None
+        _SAVED.put(key, found)
+    s = found.stream
+    stream = replace(s, refused=dict(s.refused), listed=list(s.listed), gaps=list(s.gaps))
+    return replace(found, stream=stream)
 
 
 class StoredLog:
@@ -180,16 +204,9 @@ class StoredLog:
 
     def load(self, launch_id: str, now: int) -> history.Checkpoint:
         fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
-        if self._pre.checkpoints is None:  # no right to read them (yet): a slower status
-            return fresh
-        doc = self._pre.checkpoints.get(self.name)
-        if (
-            not isinstance(doc, dict) or doc.get("basis") != self._basis
-        ):  # walked under another trust store
-            return fresh
-        try:
-            ck = history.checkpoint_from_dict(doc, self.name)
-        except Exception:  # any unusable checkpoint is only a slower status
+        doc = None if self._pre.checkpoints is None else self._pre.checkpoints.get(self.name)
+        ck = None if doc is None else _saved(doc, self.name)  # (None: none readable, yet)
+        if ck is None or ck.basis != self._basis:  # none, or walked under another trust
             return fresh
         holds = (
             ck.launch_id == launch_id
