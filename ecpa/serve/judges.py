@@ -13,12 +13,14 @@ import multiprocessing
 import os
 import pickle
 import select
+import shutil
 import signal
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +83,7 @@ class Judges:
         parts = len(self._pools)
         with self._lock:
             shares = self._shares.setdefault(str(dirs[0]) if dirs else f"db:{dsn}", Shares(parts))
-        futures: list[tuple[int, Future[bytes]]] = []
+        futures: list[tuple[int, Future[bytes | tuple[str, int]]]] = []
         broken: list[int] = []
         for index, mine in enumerate(shares.split(listing.names)):
             try:
@@ -166,18 +168,83 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _judged_bytes(*args: Any, **kw: Any) -> bytes:
+def _judged_bytes(*args: Any, **kw: Any) -> bytes | tuple[str, int]:
     """:func:`~ecpa.runtime.host.launches.judge_launches`'s answer, judged and pickled
-    here (the judging process, its collector paused) for :func:`_loaded` to load in the
-    server."""
+    here (the judging process, its collector paused), sent as :func:`_shared` says, for
+    :func:`_loaded` to load in the server."""
     with collector_paused():
-        return pickle.dumps(judge_launches(*args, **kw), protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(judge_launches(*args, **kw), protocol=pickle.HIGHEST_PROTOCOL)
+    return _shared(data)
 
 
-def _loaded(data: bytes) -> JudgedList:
+def _shm_free() -> int:
+    """Bytes free where shared memory segments live (Linux: the tmpfs at /dev/shm).
+
+    Raises:
+        OSError: there is none.
+    """
+    return shutil.disk_usage("/dev/shm").free  # noqa: S108 (its free space, read only)
+
+
+def _shared(data: bytes) -> bytes | tuple[str, int]:
+    """``data`` in a shared memory segment of its own, as (its name, the size): the server
+    reads it at once and removes it (:func:`_loaded`). Through the executor's pipe, an
+    answer of 8.5 MB crossed 64 kB at a time, each a hand-over between two processes on a
+    busy machine: 0.1 s. ``data`` itself where no segment can hold it twice over (none,
+    or a small /dev/shm: a segment written past its tmpfs's room would kill the process).
+    A segment the server never reads (it died first) is removed by multiprocessing's
+    resource tracker when the server and its judging processes are gone."""
+    try:
+        if _shm_free() < 2 * len(data):
+            return data
+        segment = shared_memory.SharedMemory(create=True, size=max(1, len(data)))
+    except OSError:
+        return data
+    try:
+        _buffer(segment)[: len(data)] = data
+        return segment.name, len(data)
+    except BaseException:
+        segment.unlink()
+        raise
+    finally:
+        segment.close()
+
+
+def _loaded(sent: bytes | tuple[str, int]) -> JudgedList:
     """A judging process's answer (:func:`_judged_bytes`, from a process this server
     started: the trust the executor's own pickles have), loaded with the collector paused
-    (300,000 objects for 5,000 slots, none of them garbage)."""
+    (300,000 objects for 5,000 slots, none of them garbage); its segment, if it came in
+    one, removed whatever happens.
+
+    Raises:
+        ValueError: a size larger than its segment's.
+        TypeError: it is not a judging process's answer.
+    """
+    if isinstance(sent, bytes):
+        return _answer(sent)
+    name, size = sent
+    segment = shared_memory.SharedMemory(name=name)
+    try:
+        if not 0 <= size <= segment.size:
+            raise ValueError(f"expected an answer of at most {segment.size} bytes, found {size}")
+        view = _buffer(segment)[:size]
+        try:
+            return _answer(view)
+        finally:
+            view.release()
+    finally:
+        segment.close()
+        segment.unlink()
+
+
+def _buffer(segment: shared_memory.SharedMemory) -> memoryview:
+    buf = segment.buf
+    if buf is None:  # (closed: never here)
+        raise ValueError(f"shared memory segment {segment.name} is closed")
+    return buf
+
+
+def _answer(data: bytes | memoryview) -> JudgedList:
     with collector_paused():
         answer = pickle.loads(data)  # noqa: S301 (bytes of this server's own child)
     if not isinstance(answer, JudgedList):

@@ -912,7 +912,7 @@ def test_a_part_is_judged_with_the_collector_paused_and_left_as_found(
 
     monkeypatch.setattr(judges, "judge_launches", judge)
     assert gc.isenabled()
-    assert pickle.loads(judges._judged_bytes((), None, names=("a",))) == answer
+    assert judges._loaded(judges._judged_bytes((), None, names=("a",))) == answer
     assert gc.isenabled()
     with pytest.raises(EcpaError, match="boom"):
         judges._judged_bytes((), None, names=("boom",))
