@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.launchdir import Written, write_launch
 from ecpa.errors import EcpaError, ErrorCode
@@ -16,6 +18,7 @@ from ecpa.profile.verify import Policy
 from ecpa.runtime.judge import records
 from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.judge.memo import forget
+from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.records import VERIFIED, Accepted, check_line, check_record
 from ecpa.runtime.model.enroll import kid_of_log
 from ecpa.runtime.model.evidence import parse_record
@@ -113,3 +116,18 @@ def test_other_bytes_are_another_line_and_a_bad_line_is_refused_each_time(w: Wri
     assert len(VERIFIED) == held + 1
     with pytest.raises(EcpaError):  # read from another log: refused, as by its parts
         check_line(line, judgement, file_kid=kid + "x")
+
+
+@given(st.sampled_from(list(ReasonCode)), st.text(max_size=40), st.text(max_size=20))
+def test_a_reason_restated_for_its_slot_is_the_reason_made_so(
+    code: ReasonCode, text: str, slot: str
+) -> None:
+    """``in_slot`` builds the launch's statement of a slot's reason without checking its
+    code again: the very reason the constructor makes, equal, hashed and shown alike."""
+    restated = Reason(code, text).in_slot(slot)
+    made = Reason(code, f"slot {slot}: {text}", slot)
+    assert restated == made
+    assert hash(restated) == hash(made)
+    assert repr(restated) == repr(made)
+    assert restated.to_dict() == made.to_dict()
+    assert type(restated.code) is ReasonCode

@@ -896,7 +896,6 @@ def test_a_part_is_judged_with_the_collector_paused_and_left_as_found(
     """In the judging process, the part is judged and pickled with the collector paused;
     it is running again after, also when the judging raised."""
     import gc
-    import pickle
 
     from ecpa.runtime import JudgedList
     from ecpa.serve import judges

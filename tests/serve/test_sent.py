@@ -7,6 +7,7 @@ processes on a busy machine (docs/scale.md "The fleet verdict")."""
 from __future__ import annotations
 
 import pickle
+import time
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
@@ -81,4 +82,8 @@ def test_judging_processes_leave_no_segment(tmp_path: Path) -> None:
         for _ in range(3):
             srv.board.refresh()
         assert srv.get_json("/v1/launches")["launches"]
-    assert _segments() <= before
+    # Another test process may judge meanwhile: its segments live milliseconds. One left
+    # by these judging processes stays: in two looks half a second apart.
+    first = _segments() - before
+    time.sleep(0.5)
+    assert not first & (_segments() - before)

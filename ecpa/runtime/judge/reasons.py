@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from ecpa.shapes.shape import frozen_instance
+
 __all__ = ["FAILING", "Reason", "ReasonCode"]
 
 
@@ -200,7 +202,9 @@ class Reason:
 
     def in_slot(self, slot: str) -> Reason:
         """This reason of slot ``slot``, as the launch level states it."""
-        return Reason(self.code, f"slot {slot}: {self.text}", slot)
+        # (Its code checked when this one was made: a fleet launch restates thousands.)
+        return frozen_instance(Reason, {"code": self.code, "text": f"slot {slot}: {self.text}",
+                                        "slot": slot})  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape (``ecpa status --json``): code and text, and slot when set."""

@@ -203,22 +203,20 @@ class StoredLog:
         return hashlib.sha256(text).hexdigest()
 
     def load(self, launch_id: str, now: int) -> history.Checkpoint:
-        fresh = history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
         doc = None if self._pre.checkpoints is None else self._pre.checkpoints.get(self.name)
         ck = None if doc is None else _saved(doc, self.name)  # (None: none readable, yet)
-        if ck is None or ck.basis != self._basis:  # none, or walked under another trust
-            return fresh
-        holds = (
-            ck.launch_id == launch_id
+        if (
+            ck is not None
+            and ck.basis == self._basis  # (else walked under another trust)
+            and ck.launch_id == launch_id
             and (ck.dev, ck.ino) == (0, 0)
             and 0 <= ck.offset <= self._end
             and ck.anchor == self._anchor(ck.offset)
             and ck.judged_at <= now
-        )
-        if not holds:
-            return fresh
-        ck.saved = True
-        return ck
+        ):
+            ck.saved = True
+            return ck
+        return history.Checkpoint(launch_id, 0, 0, 0, self._anchor(0), 0, Stream(name=self.name))
 
     def end(self) -> tuple[int, bytes]:
         return self._end, b""  # only complete lines are shipped
