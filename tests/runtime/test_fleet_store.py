@@ -437,30 +437,40 @@ def test_the_store_reads_its_rows_in_binary_and_its_types_as_in_text(pg_dsn: str
     assert {str(t) for (t,) in types} <= read_as_in_text, types
 
 
-def test_a_parts_launches_rows_are_read_a_few_at_once(
+def test_a_launchs_row_is_read_at_its_turn_so_an_end_shipped_meanwhile_counts(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A store's launches judged (``ecpa serve --db``'s judging processes, ``ecpa launches
-    --db``) read their rows in one query for every ``_ROWS_AT_ONCE`` launches, not one a
-    launch; each launch is judged from its own row, and a launch not stored is skipped."""
-    from ecpa.runtime.host import launches as module
-    from ecpa.runtime.host.launches import judge_launches
-    from tests.runtime.test_ship import _counting
+    """A store's launches judged one after the other (a judging process's part) read each
+    launch's row when its turn comes: ``ecpa ship`` changes a row (its end, its trust
+    store, its supervisor), so a launch that ended while another was judged is judged
+    ended (an adversarial review found rows read 64 at a time, before their launches'
+    turn, judging such a launch effective)."""
+    import json as json_module
 
-    fleet = _fleet_of(pg_dsn, tmp_path, 5, now=NOW)
-    names = ("launch-f0", "launch-gone", "launch-f1", "launch-f2", "launch-f3", "launch-f4")
-    monkeypatch.setattr(module, "_ROWS_AT_ONCE", 4)
-    sent: list[str] = []
-    monkeypatch.setattr(EvidenceStore, "query", _counting(sent))
-    found = judge_launches((), pg_dsn, now=NOW, names=names)
+    from ecpa.runtime.host import launches as module
+    from ecpa.runtime.judge.reasons import ReasonCode
+    from tests.runtime.test_ship import ship
+
+    fleet = _fleet_of(pg_dsn, tmp_path, 2, now=NOW)
+    real = module.status_from_store
+
+    def judged(dsn: str, launch_id: str, **kw: Any) -> Any:
+        status = real(dsn, launch_id, **kw)
+        if launch_id == "launch-f0":  # launch-f1 ends while launch-f0 is judged
+            w = fleet[1]
+            (w.directory / "exit.json").write_text(json_module.dumps(
+                {"schema": "ecpa-launch-exit/0.1", "ended_at": NOW, "exit_status": 0}))  # fmt: skip
+            ship(pg_dsn, w, at=NOW)
+        return status
+
+    monkeypatch.setattr(module, "status_from_store", judged)
+    found = module.judge_launches((), pg_dsn, now=NOW, names=("launch-f0", "launch-f1"))
     monkeypatch.undo()
-    rows = [q for q in sent if "launch_doc" in q and "FROM ecpa_launch" in q]
-    assert len(rows) == 3, rows  # 4 ids, then 2; and the launch not found, asked for alone
-    assert [j.summary.launch_id for j in found.judged] == [w.directory.name for w in fleet]
-    for judged, w in zip(found.judged, fleet, strict=True):
-        assert judged.launch_doc == (w.directory / "launch.json").read_bytes()
-        assert judged.status.effective
-    assert [s.name for s in found.skipped] == ["launch-gone"]
+    first, second = found.judged
+    assert first.status.effective
+    assert not second.status.effective
+    assert second.status.reasons[0].code is ReasonCode.LAUNCH_ENDED
+    assert second.summary.ended is not None
 
 
 def test_a_launchs_start_is_read_once_per_launch_json(

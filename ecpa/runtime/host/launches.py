@@ -29,7 +29,7 @@ from ecpa.runtime.model.launch import MAX_LAUNCH_FILE_BYTES, time_member
 from ecpa.runtime.model.process import PROC
 from ecpa.runtime.stores.operator import OperatorTrust, operator_trust
 from ecpa.runtime.stores.remote import status_from_store
-from ecpa.runtime.stores.store import EvidenceStore, LaunchRow
+from ecpa.runtime.stores.store import EvidenceStore
 
 __all__ = [
     "LAUNCH_DIR_NAME",
@@ -253,9 +253,6 @@ def _from_dir(
     return found, skipped
 
 
-#: Launches whose rows a store's judging reads in one query (a row holds its launch.json
-#: and trust.json: tens of kB for a launch of 100 processes).
-_ROWS_AT_ONCE = 64
 #: Each ``launch.json``'s ``started_at`` by its SHA-256 (a judging process of ``ecpa serve``
 #: lists the same launches every refresh; the whole file is parsed to read it).
 _STARTED: Memo[bytes, tuple[int | None]] = Memo("launch start times", MEMO_KEYS)
@@ -276,14 +273,12 @@ def _from_store(
         where = store.where
         found: list[Judged] = []
         skipped: list[Skipped] = []
-        rows: dict[str, LaunchRow] = {}
-        for index, launch_id in enumerate(ids):
+        for launch_id in ids:
             started = time.perf_counter()
             try:
-                if index % _ROWS_AT_ONCE == 0:  # the next launches' rows, in one query
-                    rows = store.launches(ids[index : index + _ROWS_AT_ONCE])
-                # Read once: its launch.json is the one judged (None: not stored, said below).
-                row = rows.get(launch_id)
+                # Read once, at its turn (ecpa ship changes its end, trust and supervisor):
+                # its launch.json is the one judged.
+                row = store.launch(launch_id)
                 status = status_from_store(
                     dsn,
                     launch_id,

@@ -25,7 +25,7 @@ store of versions 1 to 3 up to date):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -276,30 +276,24 @@ class EvidenceStore:
 
     def launch(self, launch_id: str) -> LaunchRow | None:
         """The stored launch, or None."""
-        return self.launches([launch_id]).get(launch_id)
-
-    def launches(self, launch_ids: Sequence[str]) -> dict[str, LaunchRow]:
-        """The stored launches of ``launch_ids``, by id, in one query (a launch not stored
-        is not there): a judging process reads its part's rows at once."""
         rows = self.query(
-            "SELECT launch_id, host, launch_doc, trust_doc, exit_doc, supervisor_alive,"
-            " supervisor_reason, supervisor_checked_at FROM ecpa_launch"
-            " WHERE launch_id = ANY(%s)",
-            (list(launch_ids),),
+            "SELECT host, launch_doc, trust_doc, exit_doc, supervisor_alive, supervisor_reason,"
+            " supervisor_checked_at FROM ecpa_launch WHERE launch_id = %s",
+            (launch_id,),
         )
-        found = {}
-        for launch_id, host, doc, trust, end, alive, reason, checked in rows:
-            found[str(launch_id)] = LaunchRow(
-                str(launch_id),
-                host,
-                bytes(doc),
-                None if trust is None else bytes(trust),
-                None if end is None else bytes(end),
-                alive,
-                reason,
-                checked,
-            )
-        return found
+        if not rows:
+            return None
+        host, doc, trust, end, alive, reason, checked = rows[0]
+        return LaunchRow(
+            launch_id,
+            host,
+            bytes(doc),
+            None if trust is None else bytes(trust),
+            None if end is None else bytes(end),
+            alive,
+            reason,
+            checked,
+        )
 
     def launch_ids(self, limit: int) -> list[str]:
         """At most ``limit`` stored launch ids, in order (read only: one ``SELECT``)."""
