@@ -85,22 +85,27 @@ class Judges:
             shares = self._shares.setdefault(str(dirs[0]) if dirs else f"db:{dsn}", Shares(parts))
         futures: list[tuple[int, Future[bytes | tuple[str, int]]]] = []
         broken: list[int] = []
-        for index, mine in enumerate(shares.split(listing.names)):
-            try:
-                future = self._pool(index).submit(
-                    _judged_bytes,
-                    tuple(dirs),
-                    dsn,
-                    now=now,
-                    proc_root=proc_root,
-                    host=host,
-                    trust=trust,
-                    names=tuple(mine),
-                )
-            except BrokenProcessPool:
-                broken.append(index)
-            else:
-                futures.append((index, future))
+        try:
+            for index, mine in enumerate(shares.split(listing.names)):
+                try:
+                    future = self._pool(index).submit(
+                        _judged_bytes,
+                        tuple(dirs),
+                        dsn,
+                        now=now,
+                        proc_root=proc_root,
+                        host=host,
+                        trust=trust,
+                        names=tuple(mine),
+                    )
+                except BrokenProcessPool:
+                    broken.append(index)
+                else:
+                    futures.append((index, future))
+        except BaseException:  # (stopped meanwhile): what was asked for is not loaded
+            for _, future in futures:
+                future.add_done_callback(_discard)
+            raise
         answers: list[JudgedList] = []
         failure: BaseException | None = None
         for index, future in futures:  # each waited for, whatever another raised
@@ -201,8 +206,14 @@ def _shared(data: bytes) -> bytes | tuple[str, int]:
     except OSError:
         return data
     try:
+        fd = getattr(segment, "_fd", -1)  # (POSIX: its file, to claim the room first)
+        if fd >= 0:  # ENOSPC now, where a write past the tmpfs's room would be SIGBUS
+            os.posix_fallocate(fd, 0, max(1, len(data)))
         _buffer(segment)[: len(data)] = data
         return segment.name, len(data)
+    except OSError:  # no room after all (another judging process took it): as bytes
+        segment.unlink()
+        return data
     except BaseException:
         segment.unlink()
         raise
@@ -225,6 +236,7 @@ def _loaded(sent: bytes | tuple[str, int]) -> JudgedList:
     name, size = sent
     segment = shared_memory.SharedMemory(name=name)
     try:
+        segment.unlink()  # first: whatever happens below, it is gone once closed
         if not 0 <= size <= segment.size:
             raise ValueError(f"expected an answer of at most {segment.size} bytes, found {size}")
         view = _buffer(segment)[:size]
@@ -234,7 +246,19 @@ def _loaded(sent: bytes | tuple[str, int]) -> JudgedList:
             view.release()
     finally:
         segment.close()
-        segment.unlink()
+
+
+def _discard(future: Future[bytes | tuple[str, int]]) -> None:
+    """The segment of an answer that will not be loaded (its refresh failed before),
+    removed when the answer is there."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    sent = future.result()
+    if isinstance(sent, tuple):
+        with contextlib.suppress(OSError):
+            segment = shared_memory.SharedMemory(name=sent[0])
+            segment.unlink()
+            segment.close()
 
 
 def _buffer(segment: shared_memory.SharedMemory) -> memoryview:

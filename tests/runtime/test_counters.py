@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -84,3 +87,28 @@ def test_a_records_document_is_made_once_and_is_its_to_dict() -> None:
     assert doc is not parsed.to_dict()
     assert parsed == parse_counters(data)
     assert parsed.to_bytes() == data
+
+
+def test_a_status_holds_a_copy_of_the_records_document(tmp_path: Path) -> None:
+    """What a status reports of a remembered record is its own: a reader that changes it
+    (nested members too) changes no later status of the same record."""
+    from bench.launchdir import write_launch
+    from ecpa.runtime.host.status import status_from_launch_dir
+    from ecpa.runtime.judge.records import VERIFIED, remember_records
+
+    w = write_launch(tmp_path, slots=2, records=3, now=1_800_000_000)
+    size = VERIFIED.size
+    remember_records(64)
+    try:
+        first = status_from_launch_dir(w.directory, now=1_800_000_000, proc_root=w.proc_root,
+                                       host="bench-host")  # fmt: skip
+        slot = first.slots[0].counters
+        assert slot is not None
+        kept = json.loads(json.dumps(slot))
+        slot["calls"] = -1
+        slot["process"]["pid"] = -1
+        again = status_from_launch_dir(w.directory, now=1_800_000_000, proc_root=w.proc_root,
+                                       host="bench-host")  # fmt: skip
+        assert again.slots[0].counters == kept
+    finally:
+        VERIFIED.resize(size)

@@ -75,6 +75,9 @@ def test_a_size_that_is_not_the_segments_is_refused_and_the_segment_removed() ->
 
 
 def test_judging_processes_leave_no_segment(tmp_path: Path) -> None:
+    probe = judges._shared(b"x")
+    assert isinstance(probe, tuple)  # this machine's answers do travel in segments
+    SharedMemory(name=probe[0]).unlink()
     before = _segments()
     runs = tmp_path / "runs"
     written = write_runs(runs, 3)
@@ -87,3 +90,44 @@ def test_judging_processes_leave_no_segment(tmp_path: Path) -> None:
     first = _segments() - before
     time.sleep(0.5)
     assert not first & (_segments() - before)
+
+
+def test_a_segment_without_room_is_removed_and_the_answer_sent_as_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The room is claimed before the segment is written (a write past a full tmpfs would
+    kill the judging process): no room, the segment is removed and the answer is bytes."""
+    data = pickle.dumps(ANSWER)
+    made: list[str] = []
+    real = judges.shared_memory.SharedMemory
+
+    def noted(*args: object, **kw: object) -> object:
+        segment = real(*args, **kw)  # type: ignore[arg-type]
+        made.append(segment.name)
+        return segment
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(judges.shared_memory, "SharedMemory", noted)
+    monkeypatch.setattr(judges.os, "posix_fallocate", full)
+    assert judges._shared(data) == data
+    (name,) = made
+    monkeypatch.undo()
+    assert _gone(name)
+
+
+def test_an_answer_not_loaded_after_a_failed_submission_is_removed() -> None:
+    """A refresh that stops while its parts are being asked for (the server stopping) never
+    loads what was already asked for: each answer's segment is removed when it arrives."""
+    from concurrent.futures import Future
+
+    sent = judges._shared(pickle.dumps(ANSWER))
+    assert isinstance(sent, tuple)
+    future: Future[bytes | tuple[str, int]] = Future()
+    future.add_done_callback(judges._discard)
+    future.set_result(sent)
+    assert _gone(sent[0])
+    failed: Future[bytes | tuple[str, int]] = Future()
+    failed.add_done_callback(judges._discard)
+    failed.set_exception(RuntimeError("stopped"))  # nothing to remove, nothing raised

@@ -287,7 +287,7 @@ class Judge:
             effective=not failed,
             reasons=tuple(failed + passed + stream.notes()),
             newest=rec.statement if rec else None,
-            counters=rec.counters.document if rec else None,
+            counters=_counters(rec.counters) if rec else None,
             accepted=stream.accepted,
             refused=dict(stream.refused),
             torn=stream.torn,
@@ -315,7 +315,7 @@ class Judge:
             rec.seq,
             self.now - rec.statement.issued_at,
             last if type(last) is int else None,
-            rec.counters.document,
+            _counters(rec.counters),
             tuple(reasons),
             backed,
             rec.counters.host,
@@ -425,7 +425,7 @@ class Judge:
             effective=not failed,
             reasons=tuple(failed + passed + notes),
             newest=newest.statement if newest else None,
-            counters=newest.counters.document if newest else None,
+            counters=_counters(newest.counters) if newest else None,
             accepted=sum(s.accepted for s in walked),
             refused=refused,
             torn=sum(s.torn for s in walked),
@@ -435,3 +435,9 @@ class Judge:
             slots=slots,
             version="0.2",
         )
+
+
+def _counters(counters: Counters) -> dict[str, Any]:
+    """The record's document (made once: :attr:`Counters.document`) as a status of its own
+    holds it: a copy, nested members too, which its reader may change."""
+    return {k: dict(v) if type(v) is dict else v for k, v in counters.document.items()}

@@ -24,7 +24,7 @@ from ecpa.runtime.judge import history
 from ecpa.runtime.judge.certified import MEMO_KEYS, launch_keys, launch_trust_store
 from ecpa.runtime.judge.context import HISTORY_BUDGET_S, Judgement
 from ecpa.runtime.judge.derive import verdict_launch
-from ecpa.runtime.judge.memo import Memo
+from ecpa.runtime.judge.memo import Memo, digest
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
 from ecpa.runtime.judge.sources import FUTURE_GRACE_S, judge_sources
 from ecpa.runtime.judge.verdict import RuntimeStatus
@@ -200,16 +200,16 @@ def status_from_store(
     return replace(status, effective=False, reasons=(ended, *status.reasons))
 
 
-#: Each stored ``launch.json`` as parsed, by its bytes and where it is (an
+#: Each stored ``launch.json`` as parsed, by its bytes' SHA-256 and where it is (an
 #: :class:`~ecpa.runtime.model.launch.ExpectedLaunch` is frozen), weighing as many as its
 #: slots: a judging process of ``ecpa serve`` judges the same launches every refresh.
-_LAUNCHES: Memo[tuple[bytes, str], ExpectedLaunch] = Memo("launch files", MEMO_KEYS)
+_LAUNCHES: Memo[tuple[bytes, str], ExpectedLaunch] = Memo("launch files", MEMO_KEYS)  # by digest
 
 
 def _expected(data: bytes, where: str) -> ExpectedLaunch:
     """:func:`~ecpa.runtime.model.launch.launch_from_bytes` of ``data``, once for the same
     bytes while remembered (an error is raised each time, never remembered)."""
-    key = (data, where)
+    key = (digest(data), where)
     found = _LAUNCHES.get(key)
     if found is None:
         found = launch_from_bytes(data, where)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from ecpa.errors import EcpaError
 from ecpa.runtime.judge import history
 from ecpa.runtime.judge.certified import MEMO_KEYS
-from ecpa.runtime.judge.memo import Memo
+from ecpa.runtime.judge.memo import Memo, digest
 from ecpa.runtime.judge.sources import FIRST_LINES, MAX_LINES
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.model.evidence import LogLine, parse_record
@@ -58,7 +58,7 @@ class Prefetched:
         for n in names:
             doc = (self.checkpoints or {}).get(n)
             saved = None if doc is None else _saved(doc, n)
-            start = 0 if saved is None else saved.offset
+            start = 0 if saved is None else max(0, saved.offset)
             self.starts[n] = start if start <= self.ends.get(n, 0) else 0
         self.newest: dict[str, list[tuple[int, bytes]]] = {n: [] for n in names}
         #: The line before each log's start (when it is not the newest), by the start.
@@ -126,16 +126,16 @@ def _parsed(doc: str) -> object:
         return None
 
 
-#: Each stored checkpoint as read (its document's text, its log), parsed and checked once
-#: (:func:`~ecpa.runtime.judge.history.checkpoint_from_dict`, a pure function of them):
+#: Each stored checkpoint as read (its document's text by its SHA-256, its log), parsed
+#: and checked once (:func:`~ecpa.runtime.judge.history.checkpoint_from_dict`, pure):
 #: a judging process of ``ecpa serve`` reads every log's checkpoint every refresh.
-_SAVED: Memo[tuple[str, str], history.Checkpoint] = Memo("stored checkpoints", MEMO_KEYS)
+_SAVED: Memo[tuple[bytes, str], history.Checkpoint] = Memo("stored checkpoints", MEMO_KEYS)
 
 
 def _saved(doc: str, name: str) -> history.Checkpoint | None:
     """The checkpoint of log ``name`` stored as ``doc``, a copy of its own (a walk goes on
     from it), or None when it is none (never remembered: only a slower status)."""
-    key = (doc, name)
+    key = (digest(doc.encode("utf-8", "surrogatepass")), name)
     found = _SAVED.get(key)
     if found is None:
         parsed = _parsed(doc)
