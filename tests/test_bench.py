@@ -195,3 +195,19 @@ def test_startup_bench_prints_its_rows() -> None:
     names = ("ecpa --version", "ecpa verify one.jws", "ecpa status --launch", "floor:", "not paid:")
     for name in names:
         assert re.search(rf"^{re.escape(name)}.*python -c pass", out, re.MULTILINE), out
+
+
+@pytest.mark.skipif(
+    shutil.which("initdb") is None and not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")),
+    reason="no PostgreSQL server binaries",
+)
+def test_fleet_history_bench_walks_and_judges_a_small_fleet() -> None:
+    """The whole-history row at a small size: every line shipped, every launch effective
+    after the cold walk and when judged warm, both teams agreeing."""
+    out = bench(
+        "bench.fleet_history", "--count", "3", "--slots", "2", "--records", "5", "--rounds", "1"
+    )
+    assert "over 5 records a process (30 lines), 3 x 2 slots, --judges 2" in out, out
+    assert "3 of 3 effective; the same verdicts" in out, out
+    assert re.search(r"shipped 39 lines in ", out), out  # 30 records, 6 + 3 certificates
+    assert "(3 of 3 effective, " in out, out
