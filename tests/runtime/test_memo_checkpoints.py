@@ -83,3 +83,23 @@ def test_a_remembered_checkpoint_is_a_fresh_parse(offset: int, accepted: int, ba
     doc = _doc(offset=offset, accepted=accepted, basis=basis)
     stored_log._saved(doc, "x.jsonl")
     assert stored_log._saved(doc, "x.jsonl") == _afresh(doc, "x.jsonl")
+
+
+def test_a_launchs_listing_reads_the_remembered_checkpoint_and_a_walk_gets_a_copy() -> None:
+    """Where each walk starts is read from the remembered checkpoint itself (no copy a log a
+    refresh); the checkpoint a walk goes on from is a copy, equal to it, and changing that
+    copy changes neither the remembered one nor a later read."""
+    forget()
+    doc = _doc()
+    shared = stored_log._remembered(doc, "x.jsonl")
+    assert shared is not None
+    assert stored_log._remembered(doc, "x.jsonl") is shared
+    own = stored_log._saved(doc, "x.jsonl")
+    assert own == shared
+    assert own is not shared
+    assert own is not None
+    assert own.stream is not shared.stream
+    own.offset, own.stream.accepted = 999, 99
+    own.stream.listed.append("e: f")
+    assert stored_log._remembered(doc, "x.jsonl") == _afresh(doc, "x.jsonl")
+    assert stored_log._remembered("{", "x.jsonl") is None

@@ -57,7 +57,7 @@ class Prefetched:
         self.starts = {}
         for n in names:
             doc = (self.checkpoints or {}).get(n)
-            saved = None if doc is None else _saved(doc, n)
+            saved = None if doc is None else _remembered(doc, n)  # (its offset only read)
             start = 0 if saved is None else max(0, saved.offset)
             self.starts[n] = start if start <= self.ends.get(n, 0) else 0
         self.newest: dict[str, list[tuple[int, bytes]]] = {n: [] for n in names}
@@ -132,9 +132,9 @@ def _parsed(doc: str) -> object:
 _SAVED: Memo[tuple[bytes, str], history.Checkpoint] = Memo("stored checkpoints", MEMO_KEYS)
 
 
-def _saved(doc: str, name: str) -> history.Checkpoint | None:
-    """The checkpoint of log ``name`` stored as ``doc``, a copy of its own (a walk goes on
-    from it), or None when it is none (never remembered: only a slower status)."""
+def _remembered(doc: str, name: str) -> history.Checkpoint | None:
+    """The checkpoint of log ``name`` stored as ``doc`` as remembered, shared (to be read,
+    never changed), or None when it is none (never remembered: only a slower status)."""
     key = (digest(doc.encode("utf-8", "surrogatepass")), name)
     found = _SAVED.get(key)
     if found is None:
@@ -146,6 +146,15 @@ def _saved(doc: str, name: str) -> history.Checkpoint | None:
         except Exception:  # any unusable checkpoint is only a slower status
             return None
         _SAVED.put(key, found)
+    return found
+
+
+def _saved(doc: str, name: str) -> history.Checkpoint | None:
+    """The checkpoint of log ``name`` stored as ``doc``, a copy of its own (a walk goes on
+    from it), or None when it is none."""
+    found = _remembered(doc, name)
+    if found is None:
+        return None
     s = found.stream
     stream = replace(s, refused=dict(s.refused), listed=list(s.listed), gaps=list(s.gaps))
     return replace(found, stream=stream)
