@@ -131,3 +131,65 @@ def test_a_reason_restated_for_its_slot_is_the_reason_made_so(
     assert repr(restated) == repr(made)
     assert restated.to_dict() == made.to_dict()
     assert type(restated.code) is ReasonCode
+
+
+def test_a_line_given_parsed_is_not_parsed_and_answers_as_parsed_here(
+    w: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``parsed`` (a walk's record, parsed from exactly these bytes): the line is not parsed
+    again, the answer and what is remembered are those of a check that parses it, and the
+    same line checked after without it is found remembered."""
+    judgement = _judgement(w)
+    line, kid = _line(w)
+    real = records.parse_record
+    forget()
+    afresh = check_line(line, judgement, file_kid=kid)
+    afresh_held = len(VERIFIED)
+    forget()
+    parsed: list[bytes] = []
+
+    def counted(data: bytes) -> Any:
+        parsed.append(data)
+        return real(data)
+
+    monkeypatch.setattr(records, "parse_record", counted)
+    given_parsed = check_line(line, judgement, file_kid=kid, parsed=real(line))
+    assert parsed == []
+    assert _fields(given_parsed) == _fields(afresh)
+    assert len(VERIFIED) == afresh_held  # by its line and by its parts, as when parsed here
+    assert check_line(line, judgement, file_kid=kid) is given_parsed
+    assert parsed == []
+
+
+def test_a_walk_of_raw_lines_leaves_each_newest_line_remembered_by_its_bytes(
+    w: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored log's walk (each line with its bytes, ``LogLine.raw``): the newest line,
+    checked by its bytes right after, is neither parsed nor verified again; a walk of lines
+    without their bytes leaves only their parts remembered."""
+    from ecpa.runtime.judge.derive import walk
+    from ecpa.runtime.model.evidence import LogLine
+
+    judgement = _judgement(w)
+    log = sorted((w.directory / "evidence").rglob("*.jsonl"))[0]
+    kid = kid_of_log(log.name)
+    assert kid is not None
+    lines = [x for x in log.read_bytes().splitlines() if x.strip()]
+    for keep in (True, False):
+        forget()
+        walked = [
+            LogLine(n, parse_record(x), None, raw=x if keep else None)
+            for n, x in enumerate(lines, 1)
+        ]
+        stream = walk(walked, judgement, file_kid=kid)
+        assert stream.accepted == len(lines)
+        parsed: list[bytes] = []
+        real = records.parse_record
+        monkeypatch.setattr(records, "parse_record", lambda d: parsed.append(d) or real(d))
+        check_line(lines[-1], judgement, file_kid=kid)
+        assert parsed == ([] if keep else [lines[-1]])
+        monkeypatch.setattr(records, "parse_record", real)
+
+
+def _fields(rec: Accepted) -> tuple[object, ...]:
+    return (rec.statement, rec.seq, rec.identity, rec.slot, rec.fingerprint, rec.counters)

@@ -26,7 +26,7 @@ from ecpa.profile.trust import TrustStore
 from ecpa.profile.verify import DEFAULT_POLICY, Policy
 from ecpa.runtime.judge.context import Judgement
 from ecpa.runtime.judge.reasons import Reason, ReasonCode
-from ecpa.runtime.judge.records import check_record
+from ecpa.runtime.judge.records import check_line, check_record
 from ecpa.runtime.judge.stream import Stream
 from ecpa.runtime.judge.verdict import Judge, RuntimeStatus, SlotStatus
 from ecpa.runtime.model.counters import COUNTERS_SCHEMA
@@ -106,7 +106,10 @@ def walk(
             if line.evidence is None:
                 assert line.error is not None
                 raise line.error
-            rec = check_record(line.evidence, judgement, file_kid=file_kid)
+            if line.raw is None:
+                rec = check_record(line.evidence, judgement, file_kid=file_kid)
+            else:  # (its newest line is checked again by its bytes: found remembered)
+                rec = check_line(line.raw, judgement, file_kid=file_kid, parsed=line.evidence)
             stream.accept(rec, fence)
         except EcpaError as exc:
             if exc.code is ErrorCode.REPLAY_STORE:

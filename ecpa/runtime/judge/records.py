@@ -202,18 +202,26 @@ def check_record(
     return _checked(_exact(evidence), lambda: evidence, judgement, file_kid)
 
 
-def check_line(line: bytes, judgement: Judgement, *, file_kid: str | None = None) -> Accepted:
+def check_line(
+    line: bytes,
+    judgement: Judgement,
+    *,
+    file_kid: str | None = None,
+    parsed: Evidence | None = None,
+) -> Accepted:
     """:func:`check_record` of the record in ``line`` (:func:`parse_record`): the same answer,
     or the same error. A line that passed is remembered by its exact bytes as well (their
     parse is a pure function of them): seen again, it is neither parsed nor named by its
     parts, only the checks that read the clock run. A log's newest line, judged again every
-    refresh of ``ecpa serve``, is read this way.
+    refresh of ``ecpa serve``, is read this way; a walk that parsed the line already gives
+    its record as ``parsed`` (which must be ``parse_record(line)``: it is not parsed again),
+    so that the newest line, checked right after by its bytes, is found remembered.
 
     Raises:
         EcpaError: as :func:`parse_record`, then as :func:`check_record`.
     """
-    return _checked(("line", hashlib.sha256(line).digest()), lambda: parse_record(line),
-                    judgement, file_kid)  # fmt: skip
+    evidence_of = (lambda: parse_record(line)) if parsed is None else (lambda: parsed)
+    return _checked(("line", hashlib.sha256(line).digest()), evidence_of, judgement, file_kid)
 
 
 def _checked(

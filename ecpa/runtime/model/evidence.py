@@ -127,6 +127,9 @@ class LogLine:
     #: In a mark inside a line longer than a record may be: the bytes of it passed so far
     #: (a reader may stop there and go on later, :func:`read_log`'s ``skipping``).
     skipped: int = 0
+    #: The exact bytes ``evidence`` was parsed from, when its reader keeps them (a stored
+    #: log's): a record accepted is then remembered by them too (``check_line``).
+    raw: bytes | None = None
 
 
 def _string(obj: dict[str, Any], name: str) -> str:
@@ -254,7 +257,7 @@ def read_log(
                 and not is_json(line)
             )
             yield LogLine(number, None, exc, torn=torn)
-        else:  # frozen_instance: LogLine(number, evidence, None), at a fraction of the cost
+        else:  # frozen_instance: LogLine(number, evidence, None, raw=line), for less
             yield frozen_instance(
                 LogLine,
                 {
@@ -263,6 +266,7 @@ def read_log(
                     "error": None,
                     "torn": False,
                     "skipped": 0,
+                    "raw": line,
                 },
             )
 

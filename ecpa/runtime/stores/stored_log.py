@@ -260,7 +260,7 @@ class StoredLog:
                     number = ck.number + 1
                     line = raw[:-1] if raw.endswith(b"\r") else raw
                     try:
-                        item = LogLine(number, parse_record(line), None)
+                        item = LogLine(number, parse_record(line), None, raw=line)
                     except EcpaError as exc:
                         item = LogLine(number, None, exc)
                     newest = ck.stream.newest
