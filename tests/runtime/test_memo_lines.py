@@ -175,6 +175,13 @@ def test_a_walk_of_raw_lines_leaves_each_newest_line_remembered_by_its_bytes(
     kid = kid_of_log(log.name)
     assert kid is not None
     lines = [x for x in log.read_bytes().splitlines() if x.strip()]
+    real = records.parse_record
+    parsed: list[bytes] = []
+
+    def counted(data: bytes) -> Any:
+        parsed.append(data)
+        return real(data)
+
     for keep in (True, False):
         forget()
         walked = [
@@ -183,9 +190,8 @@ def test_a_walk_of_raw_lines_leaves_each_newest_line_remembered_by_its_bytes(
         ]
         stream = walk(walked, judgement, file_kid=kid)
         assert stream.accepted == len(lines)
-        parsed: list[bytes] = []
-        real = records.parse_record
-        monkeypatch.setattr(records, "parse_record", lambda d: parsed.append(d) or real(d))
+        parsed.clear()
+        monkeypatch.setattr(records, "parse_record", counted)
         check_line(lines[-1], judgement, file_kid=kid)
         assert parsed == ([] if keep else [lines[-1]])
         monkeypatch.setattr(records, "parse_record", real)
