@@ -17,6 +17,7 @@ third row judges the store again as ``ecpa serve``'s judging process does, remem
 launches' keys from the pass before (ecpa.runtime.judge.memo), and a fourth judges them as
 ``ecpa serve --db``'s judging processes do (``ecpa.serve.judges``), two against one; and
 the same judging while every process writes a record a refresh (``bench.fleet_live``).
+Ten minutes of history a process (600 records) is ``bench.fleet_history``, run by hand.
 Figures are printed, never enforced.
 """
 
