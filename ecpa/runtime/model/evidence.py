@@ -127,8 +127,11 @@ class LogLine:
     #: In a mark inside a line longer than a record may be: the bytes of it passed so far
     #: (a reader may stop there and go on later, :func:`read_log`'s ``skipping``).
     skipped: int = 0
-    #: The exact bytes ``evidence`` was parsed from, when its reader keeps them (a stored
-    #: log's): a record accepted is then remembered by them too (``check_line``).
+    #: The exact bytes ``evidence`` was parsed from (``parse_record(raw)`` is ``evidence``),
+    #: when its reader keeps them (a stored log's walk): a record a walk accepts is then
+    #: remembered by them too (``check_line``'s ``parsed``), so bytes other than those
+    #: parsed here would be taken for that record later: only a reader that parsed
+    #: ``evidence`` from exactly them sets it.
     raw: bytes | None = None
 
 
@@ -257,7 +260,7 @@ def read_log(
                 and not is_json(line)
             )
             yield LogLine(number, None, exc, torn=torn)
-        else:  # frozen_instance: LogLine(number, evidence, None, raw=line), for less
+        else:  # frozen_instance: LogLine(number, evidence, None), at a fraction of the cost
             yield frozen_instance(
                 LogLine,
                 {
@@ -266,7 +269,7 @@ def read_log(
                     "error": None,
                     "torn": False,
                     "skipped": 0,
-                    "raw": line,
+                    "raw": None,  # (not kept: an audit holds a whole log's lines)
                 },
             )
 
