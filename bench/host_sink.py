@@ -178,6 +178,8 @@ def measure(rounds: int, calls: int, rate: float) -> dict[str, float]:
         "ratio_max": max(ratios),
         "dispatched": float(dispatched),
         "lines": float(lines),
+        "records": float(records),
+        "elapsed_s": elapsed,
         "records_per_s": records / elapsed,
         "lines_per_s": lines / elapsed,
     }
@@ -209,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"    journal {int(result['lines']):,} lines for {int(result['dispatched']):,} "
-            f"dispatches; {result['lines_per_s']:,.0f} lines/s, "
-            f"{result['records_per_s']:.2f} signed records/s"
+            f"dispatches; {result['lines_per_s']:,.0f} lines/s; {int(result['records'])} signed "
+            f"records in {result['elapsed_s']:.2f} s ({result['records_per_s']:.2f}/s)"
         )
     return 0
 
