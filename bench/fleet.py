@@ -335,22 +335,22 @@ def verdict_rows(
         f"{rounds} rounds; {same}; remembered: {remembered}; {per_launch / 1e3:,.0f} kB a "
         f"launch of {slots} keys remembered (tracemalloc, 10 launches)",
     )
-    j = summarize(*took_judges)
-    judges = Row(
+    judges = judges_row(
         f"serve's judging processes over the store, {count} x {slots} slots, --judges 2",
-        "--judges 1",
-        j.base,
-        j.ours,
-        "s",
-        j.ratio,
-        j.spread,
-        "<= 1 s",
-        j.ours <= 1.0,
+        took_judges,
         f"{rounds} rounds, each warm (keys remembered), listed once and merged, as a refresh "
         f"judges (documents not rendered, no checkpoint saved: a time given); {same_judges}; "
         f"{usable_cpus()} CPUs",
     )
     return [command, again, judges]
+
+
+def judges_row(name: str, took: tuple[list[float], list[float]], note: str) -> Row:
+    """The row of :func:`_judges_rounds`' seconds: two judging processes against one,
+    target 1 s."""
+    j = summarize(*took)
+    return Row(name, "--judges 1", j.base, j.ours, "s", j.ratio, j.spread, "<= 1 s",
+               j.ours <= 1.0, note)  # fmt: skip
 
 
 def _memory_per_launch(where: str, ids: list[str]) -> float:

@@ -28,9 +28,10 @@ from bench.fleet import (
     _fresh_schema,
     _judges_rounds,
     _ship,
+    judges_row,
 )
 from bench.launchdir import Written, hermetic_config, write_launch
-from bench.paired import Row, summarize, table
+from bench.paired import Row, table
 from bench.shared import server
 from ecpa.runtime.stores.remote import status_from_store
 from ecpa.runtime.stores.store import EvidenceStore
@@ -91,20 +92,12 @@ def history_rows(
         took_judges, same = _judges_rounds(where, rounds)
     finally:
         _drop(dsn, made)
-    j = summarize(*took_judges)
     lines = count * slots * records
     return [
-        Row(
+        judges_row(
             f"serve's judging processes over {records} records a process ({lines:,} lines), "
             f"{count} x {slots} slots, --judges 2",
-            "--judges 1",
-            j.base,
-            j.ours,
-            "s",
-            j.ratio,
-            j.spread,
-            "<= 1 s",
-            j.ours <= 1.0,
+            took_judges,
             f"{rounds} rounds, each warm, at a time given, as bench.fleet's judging row; "
             f"{same}; written in {wrote:.0f} s (2 processes); shipped {stored:,.0f} lines in "
             f"{shipped:.0f} s ({stored / shipped:,.0f} lines/s, {SHIPPERS} shippers at a "

@@ -95,9 +95,9 @@ def test_a_launchs_listing_reads_the_remembered_checkpoint_and_a_walk_gets_a_cop
     assert shared is not None
     assert stored_log._remembered(doc, "x.jsonl") is shared
     own = stored_log._saved(doc, "x.jsonl")
+    assert own is not None
     assert own == shared
     assert own is not shared
-    assert own is not None
     assert own.stream is not shared.stream
     own.offset, own.stream.accepted = 999, 99
     own.stream.listed.append("e: f")

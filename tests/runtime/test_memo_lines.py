@@ -43,7 +43,7 @@ def _outcome(check: Any, judgement: Judgement, kid: str) -> Any:
         rec = check(judgement, kid)
     except EcpaError as exc:
         return exc.code
-    return (rec.statement, rec.seq, rec.identity, rec.slot, rec.fingerprint, rec.counters)
+    return _fields(rec)
 
 
 def test_a_line_checked_again_is_parsed_once(w: Written, monkeypatch: pytest.MonkeyPatch) -> None:
